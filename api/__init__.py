@@ -1,0 +1,1 @@
+"""The HTTP API of the spec, served by FastAPI over the ``assistant`` package."""

@@ -1,0 +1,58 @@
+"""create_app(services) -> FastAPI. No settings are read here: everything comes from Services."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+import assistant
+from api import errors
+from api.middleware import RateLimit, RequestContext
+from api.routes import chat, docs, health, metrics, system
+from assistant.services import Services
+
+DESCRIPTION = """
+A self-hosted personal assistant: chat with a local model, with memory, tools and voice.
+
+**Authentication.** Protected routes need `Authorization: Bearer <API key>`. Keys map to user
+ids; only SHA-256 hashes of keys are stored. Missing or invalid key: 401 `UNAUTHORIZED`.
+A key created with `assistant keys create --read-only` may only use GET/HEAD/OPTIONS; any other
+method with it is 403 `FORBIDDEN`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
+`/metrics/prometheus` (and these docs).
+
+**Errors** always use the envelope `{"error": {code, message, details?, request_id}}`.
+400 `BAD_REQUEST` is for bodies that cannot be read: malformed JSON, or a body that is not a
+JSON object. 422 `VALIDATION_ERROR` is for readable bodies with wrong fields (wrong types,
+out-of-range values, unknown fields, unknown references); `details.fields` lists `{field, error}`.
+Unknown routes are 404 `NOT_FOUND`; a wrong method is 405 `METHOD_NOT_ALLOWED`; a body over
+`server.max_body_bytes` (1 MiB) is 413 `PAYLOAD_TOO_LARGE`; a chat message is at most 32,000
+characters.
+
+**Rate limiting** (when `security.rate_limit_enabled`, default 120 requests per minute per
+client IP) applies to every route except health, readiness and metrics. Responses carry
+`X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds until the
+current 60-second window closes); a 429 carries `Retry-After` and `retry_after`.
+
+Every response carries `X-Request-Id` (a UUID; a valid incoming one is kept).
+"""
+
+
+def create_app(services: Services) -> FastAPI:
+    openapi_url = docs.OPENAPI_URL if services.settings.server.openapi_enabled else None
+    app = FastAPI(
+        title="Assistant API",
+        version=assistant.__version__,
+        description=DESCRIPTION,
+        openapi_url=openapi_url,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.services = services
+    errors.install(app)
+    for router in (health.router, metrics.router, chat.router, system.router):
+        app.include_router(router)
+    if openapi_url:
+        docs.install(app)
+    # Added last = outermost: RequestContext wraps RateLimit wraps the routes.
+    app.add_middleware(RateLimit, services=services)
+    app.add_middleware(RequestContext, services=services)
+    return app

@@ -1,0 +1,150 @@
+"""Pure ASGI middleware (no BaseHTTPMiddleware: streaming stays streaming, overhead stays low).
+
+``RequestContext`` is outermost: it gives every request an ``X-Request-Id`` (keeping a valid
+incoming UUID), counts it in the metrics and latency history, caps the body size, and turns any
+exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
+``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import envelope
+from assistant.services import Services
+
+log = logging.getLogger("api")
+UNLIMITED_PATHS = frozenset({"/health", "/ready", "/ready/all", "/metrics", "/metrics/prometheus"})
+
+
+class PayloadTooLarge(Exception):
+    pass
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _valid_request_id(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *headers],
+    })
+    await send({"type": "http.response.body", "body": payload})
+
+
+class RequestContext:
+    def __init__(self, app: ASGIApp, services: Services):
+        self.app = app
+        self.services = services
+        self.max_body = services.settings.server.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _valid_request_id(_header(scope, b"x-request-id")) or str(uuid.uuid4())
+        scope.setdefault("state", {})["request_id"] = request_id
+        rid_header = (b"x-request-id", request_id.encode())
+        status = 500
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                started = True
+                status = message["status"]
+                MutableHeaders(scope=message)["X-Request-Id"] = request_id
+            await send(message)
+
+        declared = _header(scope, b"content-length")
+        received = 0
+
+        async def capped_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    raise PayloadTooLarge()
+            return message
+
+        metrics = self.services.metrics
+        metrics.request_started()
+        start = time.perf_counter()
+        try:
+            if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+                raise PayloadTooLarge()
+            await self.app(scope, capped_receive, send_with_id)
+        except PayloadTooLarge:
+            if not started:
+                status = 413
+                body = envelope("PAYLOAD_TOO_LARGE", f"request body exceeds {self.max_body} bytes", request_id)
+                await _send_json(send, 413, body, [rid_header])
+        except Exception:
+            log.exception("unhandled error in %s %s (request %s)", scope["method"], scope["path"], request_id)
+            if not started:
+                status = 500
+                body = envelope("INTERNAL_ERROR", "internal server error; quote the request id when reporting it", request_id)
+                await _send_json(send, 500, body, [rid_header])
+        finally:
+            duration_ms = (time.perf_counter() - start) * 1000
+            metrics.request_finished(status, duration_ms)
+            self.services.analytics.record("request", scope["path"], duration_ms, status < 500)
+
+
+class RateLimit:
+    def __init__(self, app: ASGIApp, services: Services):
+        self.app = app
+        self.limiter = services.rate_limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.limiter is None or scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        decision = self.limiter.hit(client[0] if client else "unknown")
+        headers = [
+            (b"x-ratelimit-limit", str(decision.limit).encode()),
+            (b"x-ratelimit-remaining", str(decision.remaining).encode()),
+            (b"x-ratelimit-reset", str(decision.reset_secs).encode()),
+        ]
+        if not decision.allowed:
+            request_id = scope.get("state", {}).get("request_id", "")
+            body = envelope(
+                "RATE_LIMITED",
+                f"rate limit of {decision.limit} requests per minute exceeded; retry in {decision.retry_after} s",
+                request_id,
+                retry_after=decision.retry_after,
+            )
+            await _send_json(send, 429, body, [*headers, (b"retry-after", str(decision.retry_after).encode())])
+            return
+
+        async def send_with_limits(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], *headers]
+            await send(message)
+
+        await self.app(scope, receive, send_with_limits)

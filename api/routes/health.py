@@ -1,0 +1,56 @@
+"""Liveness, readiness and readiness of every service (no authentication)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from api.deps import ServicesDep
+from api.schemas.system import Liveness, Readiness, ReadinessAll
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health", response_model=Liveness, summary="Liveness")
+async def health() -> Liveness:
+    """The process is up and serving. Always `{"status": "ok"}`."""
+    return Liveness(status="ok")
+
+
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    summary="Readiness of the inference engine",
+    responses={503: {"model": Readiness, "description": "The engine is not ready; `inference.detail` says why"}},
+)
+def ready(services: ServicesDep) -> JSONResponse:
+    """200 `{status: "ready"}` when the inference engine answers; 503 `{status: "unavailable"}` with
+    `inference.detail` naming the cause (model not installed, engine unreachable) otherwise.
+    The probe result is cached for `inference.health_cache_secs` (5 s)."""
+    h = services.probe.inference()
+    services.metrics.inference_healthy = h.healthy
+    body = Readiness(
+        status="ready" if h.healthy else "unavailable",
+        inference={"healthy": h.healthy, "model": h.model, "latency_ms": h.latency_ms, "detail": h.detail or None},
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if h.healthy else 503)
+
+
+@router.get("/ready/all", response_model=ReadinessAll, summary="Readiness of every service")
+def ready_all(services: ServicesDep) -> ReadinessAll:
+    """Each service as `{healthy, latency_ms}`; a service that is not configured reports
+    `healthy: false` and `latency_ms: null`. `status` is `ok` when inference and database are
+    healthy, else `degraded`. `latency_percentiles` are of HTTP request latency over the recorded
+    history (null before any request)."""
+    report = services.service_health()
+    p = services.analytics.percentiles("request")
+    status = "ok" if report["inference"].healthy and report["database"].healthy else "degraded"
+    return ReadinessAll(
+        status=status,
+        services={name: {"healthy": s.healthy, "latency_ms": s.latency_ms} for name, s in report.items()},
+        latency_percentiles={
+            "p50_ms": None if p.p50_ms is None else round(p.p50_ms, 2),
+            "p90_ms": None if p.p90_ms is None else round(p.p90_ms, 2),
+            "p99_ms": None if p.p99_ms is None else round(p.p99_ms, 2),
+        },
+    )

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class FieldError(BaseModel):
+    field: str
+    error: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+    request_id: str
+    retry_after: int | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses a route may answer with."""
+    text = {
+        400: "Malformed JSON or a body that is not a JSON object (BAD_REQUEST)",
+        401: "Missing or invalid API key (UNAUTHORIZED)",
+        403: "The key is read-only and the method changes state (FORBIDDEN)",
+        404: "Not found, or owned by another user (NOT_FOUND)",
+        413: "Body larger than server.max_body_bytes (PAYLOAD_TOO_LARGE)",
+        422: "Validation failed; details.fields lists {field, error} (VALIDATION_ERROR)",
+        429: "Rate limited; Retry-After header and retry_after field (RATE_LIMITED)",
+        502: "The inference engine answered with an error (UPSTREAM_ERROR)",
+        503: "Model missing, engine unreachable, queue or generation timed out (SERVICE_UNAVAILABLE)",
+    }
+    return {s: {"model": ErrorEnvelope, "description": text.get(s, "Error")} for s in statuses}
+
+
+AUTH_ERRORS = (401, 403, 429)

@@ -1,0 +1,1 @@
+"""Conversations and the chat service."""

@@ -1,0 +1,110 @@
+"""Conversations and their messages, persisted in SQLite and owned by one user each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID, uuid4
+
+from assistant.clock import iso
+from assistant.errors import NotFoundError
+from assistant.llm.base import ChatMessage
+from assistant.storage.db import Database
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    user_id: str
+    title: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: str
+    role: str
+    content: str
+    model: str | None
+    created_at: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ConversationStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def get(self, user_id: UUID | str, conversation_id: UUID | str) -> Conversation:
+        """The conversation, if it exists and belongs to ``user_id``; otherwise NotFoundError."""
+        row = self.db.one(
+            "SELECT * FROM conversations WHERE id = ? AND user_id = ?", (str(conversation_id), str(user_id))
+        )
+        if row is None:
+            raise NotFoundError(f"conversation {conversation_id} not found")
+        return Conversation(**row)
+
+    def list(self, user_id: UUID | str, limit: int = 100, offset: int = 0) -> list[Conversation]:
+        rows = self.db.query(
+            "SELECT * FROM conversations WHERE user_id = ? ORDER BY updated_at DESC LIMIT ? OFFSET ?",
+            (str(user_id), limit, offset),
+        )
+        return [Conversation(**r) for r in rows]
+
+    def history(self, conversation_id: str, limit: int) -> list[ChatMessage]:
+        """The last ``limit`` messages, oldest first."""
+        if limit <= 0:
+            return []
+        rows = self.db.query(
+            "SELECT role, content FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
+            (conversation_id, limit),
+        )
+        return [ChatMessage(r["role"], r["content"]) for r in reversed(rows)]
+
+    def messages(self, conversation_id: str) -> list[StoredMessage]:
+        rows = self.db.query(
+            "SELECT id, role, content, model, created_at, prompt_tokens, completion_tokens "
+            "FROM messages WHERE conversation_id = ? ORDER BY seq",
+            (conversation_id,),
+        )
+        return [StoredMessage(**r) for r in rows]
+
+    def record_exchange(
+        self,
+        *,
+        user_id: UUID | str,
+        conversation_id: str | None,
+        user_message: str,
+        reply: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        reply_id: str | None = None,
+    ) -> tuple[str, str, str]:
+        """Store one user message and its reply atomically (creating the conversation if new).
+
+        Returns ``(conversation_id, reply_id, reply_created_at)``.
+        """
+        now = iso()
+        reply_id = reply_id or str(uuid4())
+        with self.db.transaction() as db:
+            if conversation_id is None or db.one("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)) is None:
+                conversation_id = conversation_id or str(uuid4())
+                db.execute(
+                    "INSERT INTO conversations (id, user_id, title, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (conversation_id, str(user_id), user_message[:80], now, now),
+                )
+            else:
+                db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+            seq = db.scalar("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation_id,))
+            db.execute(
+                "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
+                "created_at, seq) VALUES (?, ?, 'user', ?, NULL, 0, 0, ?, ?)",
+                (str(uuid4()), conversation_id, user_message, now, seq + 1),
+            )
+            db.execute(
+                "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
+                "created_at, seq) VALUES (?, ?, 'assistant', ?, ?, ?, ?, ?, ?)",
+                (reply_id, conversation_id, reply, model, prompt_tokens, completion_tokens, now, seq + 2),
+            )
+        return conversation_id, reply_id, now

@@ -1,0 +1,108 @@
+"""Any OpenAI-compatible server: ``/v1/chat/completions`` (SSE stream) and ``/v1/models``.
+
+llama.cpp's server, ``python -m llama_cpp.server``, vLLM and LM Studio speak this.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from assistant.config import InferenceSettings
+from assistant.errors import AssistantError
+from assistant.llm.base import (
+    ChatMessage,
+    Delta,
+    Finished,
+    GenerationOptions,
+    Health,
+    ModelInfo,
+    StreamEvent,
+    TokenUsage,
+)
+from assistant.llm.http import EngineClient
+
+DEFAULT_URL = "http://127.0.0.1:8000/v1"
+
+
+class OpenAIChatModel:
+    id = "openai"
+
+    def __init__(self, model: str, base_url: str = DEFAULT_URL, *, api_key: str | None = None,
+                 timeout_secs: float = 120.0, context_length: int = 4096):
+        base = base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        self.model = model
+        self.context_length = context_length
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = EngineClient("openai-compatible server", base, timeout_secs=timeout_secs, headers=headers)
+
+    def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> Iterator[StreamEvent]:
+        model = options.model or self.model
+        payload = {
+            "model": model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": options.temperature,
+            "max_tokens": options.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        completion = 0
+        usage: TokenUsage | None = None
+        finish = "stop"
+        answered_by = model
+        with self.client.stream_lines("chat/completions", payload) as lines:
+            for line in lines:
+                if not line.startswith("data:"):
+                    continue
+                body = line[5:].strip()
+                if body == "[DONE]":
+                    break
+                data = json.loads(body)
+                if "error" in data:
+                    raise AssistantError(f"openai-compatible server: {data['error']}", code="UPSTREAM_ERROR")
+                answered_by = data.get("model") or answered_by
+                if data.get("usage"):
+                    u = data["usage"]
+                    cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
+                    usage = TokenUsage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0), cached)
+                for choice in data.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        completion += 1
+                        yield Delta(text)
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                if options.should_stop is not None and options.should_stop():
+                    finish = "cancelled"
+                    break
+        yield Finished(answered_by, usage or TokenUsage(0, completion), finish)
+
+    def health(self) -> Health:
+        try:
+            data, latency = self.client.get_json("models")
+        except AssistantError as exc:
+            return Health(False, self.model, None, exc.message)
+        ids = {m.get("id") for m in data.get("data", [])}
+        if ids and self.model not in ids:
+            return Health(False, self.model, latency, f"model {self.model!r} is not served; served: {sorted(ids)}")
+        return Health(True, self.model, latency)
+
+    def models(self) -> list[ModelInfo]:
+        data, _ = self.client.get_json("models")
+        return [
+            ModelInfo(id=m["id"], name=m["id"], context_length=self.context_length, default=m["id"] == self.model)
+            for m in data.get("data", [])
+        ]
+
+
+def create(settings: InferenceSettings, data_dir: Path) -> OpenAIChatModel:
+    return OpenAIChatModel(
+        settings.model,
+        settings.base_url or DEFAULT_URL,
+        api_key=settings.api_key,
+        timeout_secs=settings.request_timeout_secs,
+        context_length=settings.context_length,
+    )

@@ -1,0 +1,90 @@
+"""One generation at a time, off the event loop, in arrival order, with deadlines.
+
+Requests wait for an ``asyncio.Lock`` (FIFO) up to ``queue_timeout_secs`` and then get a 503;
+the backend's synchronous stream runs on a single worker thread and its events are handed to the
+loop with ``call_soon_threadsafe``. Closing the async iterator early (a client went away) or
+passing ``request_timeout_secs`` tells the backend to stop between tokens; the lock is released
+only when the worker thread has really finished, so generations never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from assistant.errors import ServiceUnavailableError
+from assistant.llm.base import ChatMessage, ChatModel, Finished, GenerationOptions, StreamEvent
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class _Failure:
+    exc: BaseException
+
+
+class InferenceQueue:
+    def __init__(self, model: ChatModel, *, queue_timeout_secs: float = 300.0, request_timeout_secs: float = 120.0):
+        self.model = model
+        self.queue_timeout_secs = queue_timeout_secs
+        self.request_timeout_secs = request_timeout_secs
+        self._lock = asyncio.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
+        self.waiting = 0
+
+    async def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> AsyncIterator[StreamEvent]:
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self._lock.acquire(), self.queue_timeout_secs)
+        except TimeoutError:
+            raise ServiceUnavailableError(
+                f"the inference engine is busy: waited {self.queue_timeout_secs:g} s in the queue"
+            ) from None
+        finally:
+            self.waiting -= 1
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[object] = asyncio.Queue()
+        stop = threading.Event()
+        deadline = time.monotonic() + self.request_timeout_secs
+
+        def should_stop() -> bool:
+            return stop.is_set() or time.monotonic() > deadline
+
+        run_options = replace(options, should_stop=should_stop)
+
+        def work() -> None:
+            try:
+                for event in self.model.stream(messages, run_options):
+                    if isinstance(event, Finished) and event.finish_reason == "cancelled" and not stop.is_set():
+                        event = replace(event, finish_reason="timeout")
+                    loop.call_soon_threadsafe(events.put_nowait, event)
+                    if stop.is_set():
+                        break
+            except BaseException as exc:  # handed to the awaiting side, never lost
+                loop.call_soon_threadsafe(events.put_nowait, _Failure(exc))
+            finally:
+                loop.call_soon_threadsafe(events.put_nowait, _END)
+
+        try:
+            future = loop.run_in_executor(self._executor, work)
+        except BaseException:
+            self._lock.release()
+            raise
+        future.add_done_callback(lambda _: self._lock.release())
+        try:
+            while True:
+                item = await events.get()
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield item  # type: ignore[misc]
+        finally:
+            stop.set()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,101 @@
+"""A deterministic ChatModel for tests and notebooks' quick mode.
+
+Replies are taken from a queue (``enqueue``); when it is empty the model echoes the last user
+message. Every call is recorded in ``calls`` so tests can see what the model received. Failures
+can be scripted too: ``enqueue(error=UpstreamError("..."))``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from assistant.config import InferenceSettings
+from assistant.llm.base import (
+    ChatMessage,
+    Delta,
+    Finished,
+    GenerationOptions,
+    Health,
+    ModelInfo,
+    StreamEvent,
+    TokenUsage,
+)
+
+_TOKEN = re.compile(r"\s*\S+")
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace-separated pieces: a stand-in for a tokenizer."""
+    return len(_TOKEN.findall(text))
+
+
+@dataclass
+class _Scripted:
+    text: str | None = None
+    error: Exception | None = None
+
+
+class ScriptedChatModel:
+    id = "scripted"
+
+    def __init__(
+        self,
+        replies: list[str] | None = None,
+        *,
+        model: str = "scripted",
+        token_delay_secs: float = 0.0,
+        healthy: bool = True,
+    ):
+        self.model = model
+        self.token_delay_secs = token_delay_secs
+        self.healthy = healthy
+        self.calls: list[tuple[list[ChatMessage], GenerationOptions]] = []
+        self._queue: deque[_Scripted] = deque(_Scripted(text=r) for r in replies or [])
+        self._lock = threading.Lock()
+
+    def enqueue(self, text: str | None = None, *, error: Exception | None = None) -> None:
+        with self._lock:
+            self._queue.append(_Scripted(text=text, error=error))
+
+    def _next(self, messages: list[ChatMessage]) -> _Scripted:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        return _Scripted(text=f"You said: {last_user}")
+
+    def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> Iterator[StreamEvent]:
+        self.calls.append((list(messages), options))
+        scripted = self._next(messages)
+        if scripted.error is not None:
+            raise scripted.error
+        pieces = _TOKEN.findall(scripted.text or "")[: options.max_tokens]
+        emitted = 0
+        reason = "length" if len(pieces) < count_tokens(scripted.text or "") else "stop"
+        for piece in pieces:
+            if options.should_stop is not None and options.should_stop():
+                reason = "cancelled"
+                break
+            if self.token_delay_secs:
+                time.sleep(self.token_delay_secs)
+            emitted += 1
+            yield Delta(piece)
+        prompt = sum(count_tokens(m.content) + 4 for m in messages)
+        yield Finished(options.model or self.model, TokenUsage(prompt, emitted), reason)
+
+    def health(self) -> Health:
+        return Health(self.healthy, self.model, 0 if self.healthy else None,
+                      "" if self.healthy else "scripted as unhealthy")
+
+    def models(self) -> list[ModelInfo]:
+        return [ModelInfo(self.model, "Scripted test model", "0", 4096, True)]
+
+
+def create(settings: InferenceSettings, data_dir: Path) -> ScriptedChatModel:
+    return ScriptedChatModel(model=settings.model)

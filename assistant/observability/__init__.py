@@ -1,0 +1,5 @@
+"""Metrics (JSON and Prometheus exposition)."""
+
+from assistant.observability.metrics import Metrics
+
+__all__ = ["Metrics"]

@@ -1,0 +1,137 @@
+"""Request and inference metrics, exposed as the spec's JSON and Prometheus series.
+
+The counters live here (thread-safe, per instance, no global registry) and a prometheus-client
+collector renders them with exactly the spec's names: ``app_uptime_seconds`` (counter),
+``http_requests_total{status}`` with ``success``/``client_error``/``server_error``, and the
+``inference_time_ms`` histogram with buckets 100, 250, 500, 1000, +Inf.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import HistogramMetricFamily, Metric
+
+INFERENCE_BUCKETS_MS = (100, 250, 500, 1000)
+STATUS_CLASSES = ("success", "client_error", "server_error")
+
+
+def status_class(status_code: int) -> str:
+    if status_code >= 500:
+        return "server_error"
+    if status_code >= 400:
+        return "client_error"
+    return "success"
+
+
+class Metrics:
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self.started = clock()
+        self._lock = threading.Lock()
+        self.requests = dict.fromkeys(STATUS_CLASSES, 0)
+        self.active_requests = 0
+        self.response_time_sum_ms = 0.0
+        self.inference_total = 0
+        self.inference_success = 0
+        self.inference_failed = 0
+        self.inference_time_sum_ms = 0.0
+        self.inference_buckets = [0] * len(INFERENCE_BUCKETS_MS)
+        self.tokens_total = 0
+        self.inference_healthy = False
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+
+    @property
+    def uptime_seconds(self) -> float:
+        return self._clock() - self.started
+
+    @property
+    def requests_total(self) -> int:
+        return sum(self.requests.values())
+
+    def request_started(self) -> None:
+        with self._lock:
+            self.active_requests += 1
+
+    def request_finished(self, status_code: int, duration_ms: float) -> None:
+        with self._lock:
+            self.active_requests -= 1
+            self.requests[status_class(status_code)] += 1
+            self.response_time_sum_ms += duration_ms
+
+    def observe_inference(self, duration_ms: float, tokens: int, ok: bool) -> None:
+        with self._lock:
+            self.inference_total += 1
+            if ok:
+                self.inference_success += 1
+            else:
+                self.inference_failed += 1
+            self.inference_time_sum_ms += duration_ms
+            self.tokens_total += tokens
+            for i, bound in enumerate(INFERENCE_BUCKETS_MS):
+                if duration_ms <= bound:
+                    self.inference_buckets[i] += 1
+
+    def snapshot(self) -> dict:
+        """The spec's JSON metrics."""
+        with self._lock:
+            total = self.requests_total
+            return {
+                "uptime_seconds": int(self.uptime_seconds),
+                "http": {
+                    "requests_total": total,
+                    "requests_success": self.requests["success"],
+                    "requests_client_error": self.requests["client_error"],
+                    "requests_server_error": self.requests["server_error"],
+                    "active_requests": self.active_requests,
+                    "response_time_avg_ms": round(self.response_time_sum_ms / total, 3) if total else 0.0,
+                },
+                "inference": {
+                    "requests_total": self.inference_total,
+                    "requests_success": self.inference_success,
+                    "requests_failed": self.inference_failed,
+                    "time_avg_ms": round(self.inference_time_sum_ms / self.inference_total, 3)
+                    if self.inference_total
+                    else 0.0,
+                    "tokens_total": self.tokens_total,
+                    "healthy": self.inference_healthy,
+                },
+            }
+
+    def prometheus(self) -> bytes:
+        # prometheus-client names a counter's TYPE line "<name>_total"; the spec's uptime counter
+        # has no suffix, so its three lines are written here and the rest by the library.
+        uptime = (
+            "# HELP app_uptime_seconds Seconds since the service started.\n"
+            "# TYPE app_uptime_seconds counter\n"
+            f"app_uptime_seconds {self.uptime_seconds:.3f}\n"
+        )
+        return uptime.encode() + generate_latest(self.registry)
+
+
+class _Collector:
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        with m._lock:
+            requests = dict(m.requests)
+            buckets = list(m.inference_buckets)
+            count = m.inference_total
+            time_sum = m.inference_time_sum_ms
+        http = Metric("http_requests", "HTTP requests by status class.", "counter")
+        for status in STATUS_CLASSES:
+            http.add_sample("http_requests_total", {"status": status}, requests[status])
+        yield http
+        hist = HistogramMetricFamily("inference_time_ms", "Inference duration in milliseconds.")
+        hist.add_metric(
+            [],
+            [(str(b), float(c)) for b, c in zip(INFERENCE_BUCKETS_MS, buckets, strict=True)] + [("+Inf", float(count))],
+            sum_value=time_sum,
+        )
+        yield hist

@@ -1,0 +1,109 @@
+"""build_services(settings) -> Services: the one place where the parts are wired together."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assistant.chat.conversations import ConversationStore
+from assistant.chat.service import ChatService
+from assistant.config import Settings
+from assistant.health import (
+    NOT_CONFIGURED,
+    HealthProbe,
+    ServiceHealth,
+    database_health,
+    http_health,
+)
+from assistant.llm.base import ChatModel
+from assistant.llm.queue import InferenceQueue
+from assistant.llm.registry import create_chat_model
+from assistant.observability.metrics import Metrics
+from assistant.ratelimit import RateLimiter
+from assistant.security import KeyStore
+from assistant.storage.analytics import Analytics
+from assistant.storage.db import Database
+from assistant.system import SystemMonitor
+
+DB_FILE = "assistant.db"
+ANALYTICS_FILE = "analytics.duckdb"
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    analytics: Analytics
+    chat_model: ChatModel
+    queue: InferenceQueue
+    conversations: ConversationStore
+    chat: ChatService
+    keys: KeyStore
+    metrics: Metrics
+    system: SystemMonitor
+    probe: HealthProbe
+    rate_limiter: RateLimiter | None
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.data_dir
+
+    def service_health(self) -> dict[str, ServiceHealth]:
+        """Every service of /ready/all; unconfigured ones are unhealthy with no latency."""
+        inference = self.probe.inference()
+        self.metrics.inference_healthy = inference.healthy
+        cache_stats = getattr(self.chat_model, "cache_stats", None)
+        messenger = self.settings.messenger
+        return {
+            "inference": ServiceHealth(inference.healthy, inference.latency_ms, inference.detail),
+            "database": database_health(self.db),
+            "cache": ServiceHealth(True, 0, "llama.cpp KV prefix cache") if cache_stats is not None else NOT_CONFIGURED,
+            "messenger": http_health(messenger.api_base_url) if messenger.enabled else NOT_CONFIGURED,
+            "email": NOT_CONFIGURED,
+            "calendar": NOT_CONFIGURED,
+            "weather": NOT_CONFIGURED,
+        }
+
+    def cache_hit_rate(self) -> float:
+        stats = getattr(self.chat_model, "cache_stats", None)
+        return round(stats.hit_rate, 4) if stats is not None else 0.0
+
+    def close(self) -> None:
+        self.queue.close()
+        self.analytics.close()
+        self.db.close()
+
+
+def build_services(settings: Settings, *, chat_model: ChatModel | None = None) -> Services:
+    """Open storage under the data directory and build every part from ``settings``.
+
+    ``chat_model`` replaces the configured backend (tests and notebooks pass a scripted one).
+    """
+    data_dir = settings.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(data_dir / DB_FILE)
+    analytics = Analytics(data_dir / ANALYTICS_FILE)
+    metrics = Metrics()
+    model = chat_model or create_chat_model(settings.inference, data_dir)
+    inference = settings.inference
+    queue = InferenceQueue(
+        model, queue_timeout_secs=inference.queue_timeout_secs, request_timeout_secs=inference.request_timeout_secs
+    )
+    conversations = ConversationStore(db)
+    security = settings.security
+    return Services(
+        settings=settings,
+        db=db,
+        analytics=analytics,
+        chat_model=model,
+        queue=queue,
+        conversations=conversations,
+        chat=ChatService(queue, conversations, inference, metrics, analytics),
+        keys=KeyStore(db, security.api_keys),
+        metrics=metrics,
+        system=SystemMonitor(),
+        probe=HealthProbe(model, inference.health_cache_secs),
+        rate_limiter=RateLimiter(security.rate_limit_rpm) if security.rate_limit_enabled else None,
+    )

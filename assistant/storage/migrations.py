@@ -1,0 +1,88 @@
+"""Named, append-only schema migrations. Never edit one that has shipped: add the next.
+
+Each migration is a function ``mNNN_name(db)`` registered in order with :func:`migration`.
+Applied names are recorded in ``_migrations``; :func:`migrate` applies the rest in a transaction
+each, so a failure leaves the database at the last good migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from assistant.storage.db import Database
+
+Migration = Callable[["Database"], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def applied(db: Database) -> list[str]:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    return [r["name"] for r in db.query("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply every migration not yet applied; returns the names applied now."""
+    done = set(applied(db))
+    now_applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db.transaction():
+            fn(db)
+            db.execute(
+                "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                (fn.__name__, datetime.now(UTC).isoformat()),
+            )
+        now_applied.append(fn.__name__)
+    return now_applied
+
+
+@migration
+def m001_initial(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE api_keys (
+            key_hash TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            scope TEXT NOT NULL DEFAULT 'full' CHECK (scope IN ('full', 'read')),
+            created_at TEXT NOT NULL,
+            last_used_at TEXT
+        );
+        CREATE INDEX api_keys_name ON api_keys(name);
+        CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX conversations_user ON conversations(user_id, updated_at);
+        CREATE TABLE messages (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+            content TEXT NOT NULL,
+            model TEXT,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX messages_conversation ON messages(conversation_id, seq);
+        """
+    )

@@ -1,0 +1,1 @@
+"""Panel dashboards over the assistant package (one Viewer per module)."""
