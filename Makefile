@@ -1,0 +1,40 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both do the whole set-up first.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# llama-cpp-python builds from source (9-17 min on 2 cores); pip caches the wheel afterwards.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+export PIP_DISABLE_PIP_VERSION_CHECK = 1
+
+.PHONY: setup model run test lab bench clean-venv
+
+setup: $(STAMP) model
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+	# torch first, pinned: an unpinned torch pulls gigabytes of CUDA packages.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[lab,test]'
+	touch $(STAMP)
+
+model: $(STAMP)
+	$(BIN)/assistant models install
+
+run: setup
+	$(BIN)/assistant keys create --name local --replace
+	$(BIN)/assistant serve
+
+test: setup
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest
+
+lab: setup
+	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks
+
+bench: setup
+	$(BIN)/python benchmarks/chat_overhead.py
+
+clean-venv:
+	rm -rf $(VENV)

