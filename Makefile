@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # llama-cpp-python builds from source (9-17 min on 2 cores); pip caches the wheel afterwards.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# A portable CPU build (AVX2/FMA/F16C): a native build enables AVX-512/AMX where the CPU has them,
+# and llama.cpp then segfaults in decode on VMs that do not grant AMX tile state (seen here).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 .PHONY: setup model run test lab bench clean-venv

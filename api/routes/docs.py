@@ -7,7 +7,7 @@ from pathlib import Path
 import fastapi_offline
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 # fastapi-offline ships swagger-ui-bundle.js, swagger-ui.css and redoc.standalone.js; only its
@@ -17,9 +17,23 @@ STATIC = "/api-docs/static"
 OPENAPI_URL = "/api-docs/openapi.json"
 
 
+REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def _redoc_bundle() -> bytes:
+    """ReDoc's bundle with its one hard-coded CDN image (the sidebar logo) pointed at a local file."""
+    return (ASSETS / "redoc.standalone.js").read_bytes().replace(
+        REDOC_CDN_LOGO.encode(), f"{STATIC}/favicon.png".encode()
+    )
+
+
 def install(app: FastAPI) -> None:
-    app.mount(STATIC, StaticFiles(directory=ASSETS), name="api-docs-static")
     router = APIRouter(include_in_schema=False)
+    redoc_js = _redoc_bundle()
+
+    @router.get(f"{STATIC}/redoc.standalone.js")
+    async def redoc_bundle() -> Response:
+        return Response(redoc_js, media_type="text/javascript")
 
     @router.get("/swagger-ui/")
     async def swagger_ui() -> HTMLResponse:
@@ -42,3 +56,4 @@ def install(app: FastAPI) -> None:
         )
 
     app.include_router(router)
+    app.mount(STATIC, StaticFiles(directory=ASSETS), name="api-docs-static")

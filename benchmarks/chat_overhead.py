@@ -1,0 +1,195 @@
+"""Chat overhead and streaming efficiency, measured against baselines in the same run.
+
+1. Overhead: p50/p95 latency of POST /v1/chat with the scripted model (generation ~ 0, so the
+   figure is everything else: HTTP, auth, validation, rate limit, SQLite writes, metrics), and of
+   a bare Starlette endpoint on the same uvicorn as the floor. Target: overhead p50 <= 5 ms.
+2. Streaming: tokens/s of /v1/chat/stream (the served embedded model, parsed SSE) divided by the
+   tokens/s of llama.cpp called directly on the same prompt, same model file and thread count.
+   Runs alternate so machine noise hits both. Target: ratio >= 0.95.
+
+Servers run as subprocesses on loopback, as a user would run them:
+    .venv/bin/python benchmarks/chat_overhead.py [--requests 300] [--rounds 3] [--max-tokens 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Write a short paragraph about why local AI assistants respect privacy."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+@contextmanager
+def server(cmd: list[str], port: int, env: dict[str, str] | None = None):
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {proc.stdout.read()}")
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def write_config(data_dir: Path, backend: str, model_path: Path | None, threads: int) -> Path:
+    lines = [
+        "[server]", f'data_dir = "{data_dir}"', 'log_level = "warning"',
+        "[security]", "rate_limit_enabled = false",
+        "[inference]", f'backend = "{backend}"', f"threads = {threads}", "temperature = 0.0",
+    ]
+    if model_path is not None:
+        lines.append(f'model_path = "{model_path}"')
+    path = data_dir / "bench.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def create_key(config: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "assistant.cli", "keys", "create", "--name", "bench", "--replace",
+                          "--config", str(config)], capture_output=True, text=True, check=True, cwd=ROOT)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def timed_posts(client: httpx.Client, url: str, body: dict, n: int, headers: dict | None = None) -> list[float]:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        response = client.post(url, json=body, headers=headers)
+        times.append((time.perf_counter() - start) * 1000)
+        response.raise_for_status()
+    return times
+
+
+def overhead(n: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        config = write_config(data, "scripted", None, 1)
+        key = create_key(config)
+        port, floor_port = free_port(), free_port()
+        serve = [sys.executable, "-m", "assistant.cli", "serve", "--config", str(config), "--port", str(port)]
+        floor = [sys.executable, "-m", "uvicorn", "benchmarks._floor_app:app", "--port", str(floor_port),
+                 "--log-level", "warning"]
+        with server(serve, port) as base, server(floor, floor_port) as floor_base, httpx.Client() as client:
+            auth = {"Authorization": f"Bearer {key}"}
+            body = {"message": "ping", "max_tokens": 1}
+            timed_posts(client, f"{base}/v1/chat", body, 20, auth)  # warm-up
+            timed_posts(client, f"{floor_base}/floor", body, 20)
+            chat, base_times = [], []
+            for _ in range(n // 50):  # interleave blocks so noise hits both
+                chat += timed_posts(client, f"{base}/v1/chat", body, 50, auth)
+                base_times += timed_posts(client, f"{floor_base}/floor", body, 50)
+    return {
+        "chat_p50_ms": percentile(chat, 50), "chat_p95_ms": percentile(chat, 95),
+        "floor_p50_ms": percentile(base_times, 50), "floor_p95_ms": percentile(base_times, 95),
+    }
+
+
+def raw_llama_run(llm, messages: list[dict], max_tokens: int) -> tuple[int, float]:
+    start = time.perf_counter()
+    tokens = 0
+    for chunk in llm.create_chat_completion(messages=messages, temperature=0.0, max_tokens=max_tokens, stream=True):
+        if chunk["choices"][0]["delta"].get("content"):
+            tokens += 1
+    return tokens, time.perf_counter() - start
+
+
+def api_stream_run(client: httpx.Client, base: str, key: str, max_tokens: int) -> tuple[int, float]:
+    start = time.perf_counter()
+    event, tokens = None, 0
+    with client.stream("POST", f"{base}/v1/chat/stream", json={"message": PROMPT, "max_tokens": max_tokens},
+                       headers={"Authorization": f"Bearer {key}"}, timeout=600) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "message":
+                tokens += 1
+    return tokens, time.perf_counter() - start
+
+
+def streaming(rounds: int, max_tokens: int, threads: int) -> dict[str, float]:
+    from llama_cpp import Llama
+
+    from assistant.config import Settings
+    from assistant.llm.catalog import DEFAULT_MODEL, install_model
+
+    model_path = install_model(DEFAULT_MODEL, Settings().data_dir)
+    system = Settings().inference.system_prompt
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": PROMPT}]
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        config = write_config(data, "llama-cpp", model_path, threads)
+        key = create_key(config)
+        port = free_port()
+        serve = [sys.executable, "-m", "assistant.cli", "serve", "--config", str(config), "--port", str(port)]
+        llm = Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+        raw_rates, api_rates = [], []
+        with server(serve, port) as base, httpx.Client() as client:
+            raw_llama_run(llm, messages, 8)  # warm-up both
+            api_stream_run(client, base, key, 8)
+            for i in range(rounds):
+                n, secs = raw_llama_run(llm, messages, max_tokens)
+                raw_rates.append(n / secs)
+                n2, secs2 = api_stream_run(client, base, key, max_tokens)
+                api_rates.append(n2 / secs2)
+                print(f"  round {i + 1}: raw {n} tok in {secs:.2f}s = {n / secs:.1f} tok/s; "
+                      f"api {n2} tok in {secs2:.2f}s = {n2 / secs2:.1f} tok/s", flush=True)
+    raw, api = statistics.median(raw_rates), statistics.median(api_rates)
+    return {"raw_tok_s": raw, "api_tok_s": api, "ratio": api / raw}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-streaming", action="store_true")
+    args = parser.parse_args()
+
+    o = overhead(args.requests)
+    print(f"overhead: /v1/chat (scripted model) p50 {o['chat_p50_ms']:.2f} ms, p95 {o['chat_p95_ms']:.2f} ms; "
+          f"floor (bare endpoint) p50 {o['floor_p50_ms']:.2f} ms, p95 {o['floor_p95_ms']:.2f} ms; "
+          f"ratio p50 {o['chat_p50_ms'] / o['floor_p50_ms']:.2f}x; target p50 <= 5 ms: "
+          f"{'MET' if o['chat_p50_ms'] <= 5 else 'MISSED'}")
+    if not args.skip_streaming:
+        s = streaming(args.rounds, args.max_tokens, args.threads)
+        print(f"streaming: raw llama.cpp {s['raw_tok_s']:.1f} tok/s, /v1/chat/stream {s['api_tok_s']:.1f} tok/s, "
+              f"ratio {s['ratio']:.3f}; target >= 0.95: {'MET' if s['ratio'] >= 0.95 else 'MISSED'}")
+    print(json.dumps({"overhead": o, **({} if args.skip_streaming else {"streaming": s})}))
+
+
+if __name__ == "__main__":
+    main()
