@@ -77,7 +77,7 @@ def write_config(data_dir: Path, backend: str, model_path: Path | None, threads:
 
 
 def create_key(config: Path) -> str:
-    out = subprocess.run([sys.executable, "-m", "assistant.cli", "keys", "create", "--name", "bench", "--replace",
+    out = subprocess.run([sys.executable, "-m", "api.cli", "keys", "create", "--name", "bench", "--replace",
                           "--config", str(config)], capture_output=True, text=True, check=True, cwd=ROOT)
     return out.stdout.strip().splitlines()[-1]
 
@@ -98,7 +98,7 @@ def overhead(n: int) -> dict[str, float]:
         config = write_config(data, "scripted", None, 1)
         key = create_key(config)
         port, floor_port = free_port(), free_port()
-        serve = [sys.executable, "-m", "assistant.cli", "serve", "--config", str(config), "--port", str(port)]
+        serve = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]
         floor = [sys.executable, "-m", "uvicorn", "benchmarks._floor_app:app", "--port", str(floor_port),
                  "--log-level", "warning"]
         with server(serve, port) as base, server(floor, floor_port) as floor_base, httpx.Client() as client:
@@ -153,7 +153,7 @@ def streaming(rounds: int, max_tokens: int, threads: int) -> dict[str, float]:
         config = write_config(data, "llama-cpp", model_path, threads)
         key = create_key(config)
         port = free_port()
-        serve = [sys.executable, "-m", "assistant.cli", "serve", "--config", str(config), "--port", str(port)]
+        serve = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]
         llm = Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
         raw_rates, api_rates = [], []
         with server(serve, port) as base, httpx.Client() as client:

@@ -39,7 +39,9 @@ class InferenceQueue:
     async def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> AsyncIterator[StreamEvent]:
         self.waiting += 1
         try:
-            await asyncio.wait_for(self._lock.acquire(), self.queue_timeout_secs)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can lose an acquired lock on timeout.
+            async with asyncio.timeout(self.queue_timeout_secs):
+                await self._lock.acquire()
         except TimeoutError:
             raise ServiceUnavailableError(
                 f"the inference engine is busy: waited {self.queue_timeout_secs:g} s in the queue"

@@ -14,7 +14,7 @@ import pytest
 from tests.integration.support import free_port
 
 pytestmark = pytest.mark.integration
-ASSISTANT = [sys.executable, "-m", "assistant.cli"]
+ASSISTANT = [sys.executable, "-m", "api.cli"]
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -57,7 +57,8 @@ def test_serve_with_the_small_model_prints_a_key_and_answers(tmp_path, small_mod
     config = tmp_path / "assistant.toml"
     config.write_text(
         f'[server]\ndata_dir = "{tmp_path / "data"}"\nport = {port}\n'
-        f'[inference]\nmodel = "smollm2-135m-instruct"\nthreads = 2\nmax_tokens = 8\n'
+        f'[inference]\nmodel = "smollm2-135m-instruct"\nmodel_path = "{small_model_path}"\nthreads = 2\n'
+        f"max_tokens = 8\n"
     )
     proc = subprocess.Popen([*ASSISTANT, "serve", "--config", str(config)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -17,19 +17,21 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def llama_server(small_model_path):
+def llama_server(small_model_path, tmp_path_factory):
     port = free_port()
+    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+    log = open(log_path, "w")  # a file, not a pipe: the server logs more than a pipe buffer holds
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(small_model_path), "--model_alias", "smollm2",
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     try:
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {proc.stderr.read()[-2000:]}")
+                raise RuntimeError(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
             try:
                 if httpx.get(f"{base}/models", timeout=1).status_code == 200:
                     break
@@ -42,6 +44,7 @@ def llama_server(small_model_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
 
 
 def test_openai_backend_streams_and_counts_tokens(llama_server):

@@ -1,4 +1,7 @@
-"""The ``assistant`` command: serve, models install/list, keys create/list/revoke."""
+"""The ``assistant`` command: serve, models install/list, keys create/list/revoke.
+
+It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,82 @@
+"""GET /metrics (JSON) and /metrics/prometheus (text exposition)."""
+
+from __future__ import annotations
+
+from assistant.errors import UpstreamError
+from assistant.llm.scripted import ScriptedChatModel
+
+
+def metrics(client) -> dict:  # noqa: ANN001
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_metrics_shape(client) -> None:
+    body = metrics(client)
+    assert set(body) == {"uptime_seconds", "http", "inference"}
+    assert set(body["http"]) == {
+        "requests_total", "requests_success", "requests_client_error", "requests_server_error",
+        "active_requests", "response_time_avg_ms",
+    }
+    assert set(body["inference"]) == {
+        "requests_total", "requests_success", "requests_failed", "time_avg_ms", "tokens_total", "healthy",
+    }
+    assert isinstance(body["uptime_seconds"], int)
+    assert body["http"]["active_requests"] == 1  # this request
+
+
+def test_http_counts_move(client, auth, model: ScriptedChatModel) -> None:
+    before = metrics(client)["http"]
+    client.get("/health")
+    client.get("/nope")
+    client.get("/v1/system/status")  # 401
+    model.enqueue(error=RuntimeError("boom"))
+    client.post("/v1/chat", json={"message": "hi"}, headers=auth)  # 500
+    after = metrics(client)["http"]
+    assert after["requests_total"] == before["requests_total"] + 5
+    assert after["requests_success"] == before["requests_success"] + 2  # /health and the first /metrics
+    assert after["requests_client_error"] == before["requests_client_error"] + 2
+    assert after["requests_server_error"] == before["requests_server_error"] + 1
+    assert after["response_time_avg_ms"] > 0
+
+
+def test_inference_counts_move(client, auth, model: ScriptedChatModel) -> None:
+    reply = client.post("/v1/chat", json={"message": "count my tokens"}, headers=auth).json()
+    model.enqueue(error=UpstreamError("down"))
+    client.post("/v1/chat", json={"message": "fails"}, headers=auth)
+    inference = metrics(client)["inference"]
+    assert inference["requests_total"] == 2
+    assert inference["requests_success"] == 1
+    assert inference["requests_failed"] == 1
+    assert inference["tokens_total"] == reply["tokens"]["total"]
+    assert inference["time_avg_ms"] >= 0
+
+
+def test_healthy_follows_the_readiness_probe(client) -> None:
+    assert metrics(client)["inference"]["healthy"] is False  # not probed yet
+    client.get("/ready")
+    assert metrics(client)["inference"]["healthy"] is True
+
+
+def test_prometheus_exposition(client, auth) -> None:
+    client.post("/v1/chat", json={"message": "hi"}, headers=auth)
+    client.get("/nope")
+    response = client.get("/metrics/prometheus")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    lines = response.text.splitlines()
+    assert "# TYPE app_uptime_seconds counter" in lines
+    assert any(line.startswith("app_uptime_seconds ") for line in lines)
+    for status in ("success", "client_error", "server_error"):
+        assert any(line.startswith(f'http_requests_total{{status="{status}"}} ') for line in lines), status
+    assert 'http_requests_total{status="client_error"} 1.0' in lines
+    for le in ("100", "250", "500", "1000", "+Inf"):
+        assert any(line.startswith(f'inference_time_ms_bucket{{le="{le}"}} ') for line in lines), le
+    assert 'inference_time_ms_bucket{le="+Inf"} 1.0' in lines
+    assert "inference_time_ms_count 1.0" in lines
+
+
+def test_metrics_need_no_key(client) -> None:
+    assert client.get("/metrics").status_code == 200
+    assert client.get("/metrics/prometheus").status_code == 200

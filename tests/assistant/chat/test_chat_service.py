@@ -1,0 +1,218 @@
+"""The chat service: prompt building, history on continuation, validation, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import uuid4
+
+import pytest
+
+from assistant.chat.service import ChatRequest, DoneEvent, MessageEvent
+from assistant.errors import NotFoundError, ServiceUnavailableError, UpstreamError, ValidationFailed
+from assistant.llm.base import ChatMessage
+from assistant.llm.scripted import ScriptedChatModel
+from assistant.services import Services
+
+
+def chat(services: Services, user, **fields):  # noqa: ANN001, ANN201
+    return asyncio.run(services.chat.chat(user, ChatRequest(**fields)))
+
+
+def stream(services: Services, user, **fields) -> list:  # noqa: ANN001
+    async def run() -> list:
+        return [event async for event in services.chat.stream(user, ChatRequest(**fields))]
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def user(services: Services):  # noqa: ANN201
+    return services.keys.owner_user_id()
+
+
+def count(services: Services, table: str) -> int:
+    return services.db.scalar(f"SELECT count(*) FROM {table}")
+
+
+def test_first_message_starts_a_conversation(services: Services, model: ScriptedChatModel, user) -> None:
+    model.enqueue("Hi! How can I help?")
+    reply = chat(services, user, message="hello")
+    assert reply.content == "Hi! How can I help?"
+    assert reply.role == "assistant"
+    assert reply.model == "scripted"
+    assert reply.finish_reason == "stop"
+    assert reply.usage.completion == 5  # "Hi!", " How", " can", " I", " help?"
+    assert reply.created_at.endswith("Z")
+    messages, _ = model.calls[0]
+    assert messages == [ChatMessage("system", services.settings.inference.system_prompt), ChatMessage("user", "hello")]
+    conversation = services.conversations.get(user, reply.conversation_id)
+    assert conversation.title == "hello"
+    stored = services.conversations.messages(reply.conversation_id)
+    assert [(m.role, m.content) for m in stored] == [("user", "hello"), ("assistant", "Hi! How can I help?")]
+    assert stored[1].id == reply.id
+    assert stored[1].model == "scripted"
+    assert (stored[1].prompt_tokens, stored[1].completion_tokens) == (reply.usage.prompt, reply.usage.completion)
+
+
+def test_history_is_sent_on_continuation(services: Services, model: ScriptedChatModel, user) -> None:
+    model.enqueue("Nice to meet you, Ada.")
+    first = chat(services, user, message="My name is Ada.")
+    model.enqueue("Your name is Ada.")
+    second = chat(services, user, message="What is my name?", conversation_id=first.conversation_id)
+    assert second.conversation_id == first.conversation_id
+    messages, _ = model.calls[1]
+    assert [(m.role, m.content) for m in messages[1:]] == [
+        ("user", "My name is Ada."),
+        ("assistant", "Nice to meet you, Ada."),
+        ("user", "What is my name?"),
+    ]
+    assert len(services.conversations.messages(first.conversation_id)) == 4
+
+
+def test_history_is_limited_to_the_last_messages(make_settings, make_services) -> None:
+    model = ScriptedChatModel()
+    services = make_services(make_settings(inference={"history_messages": 2}), model)
+    owner = services.keys.owner_user_id()
+    first = chat(services, owner, message="one")
+    chat(services, owner, message="two", conversation_id=first.conversation_id)
+    chat(services, owner, message="three", conversation_id=first.conversation_id)
+    messages, _ = model.calls[2]
+    assert [m.content for m in messages[1:]] == ["two", "You said: two", "three"]
+
+
+def test_system_prompt_override(services: Services, model: ScriptedChatModel, user) -> None:
+    chat(services, user, message="hi", system_prompt="You are a pirate.")
+    assert model.calls[0][0][0] == ChatMessage("system", "You are a pirate.")
+    chat(services, user, message="hi", system_prompt="")
+    assert [m.role for m in model.calls[1][0]] == ["user"]  # an empty system prompt sends none
+
+
+def test_generation_options_pass_through(services: Services, model: ScriptedChatModel, user) -> None:
+    chat(services, user, message="hi", temperature=0.1, max_tokens=33, model="other-model")
+    _, options = model.calls[0]
+    assert (options.temperature, options.max_tokens, options.model) == (0.1, 33, "other-model")
+    chat(services, user, message="hi")
+    _, defaults = model.calls[1]
+    inference = services.settings.inference
+    assert (defaults.temperature, defaults.max_tokens, defaults.model) == (inference.temperature, inference.max_tokens, None)
+
+
+def test_temperature_zero_is_not_replaced_by_the_default(services: Services, model: ScriptedChatModel, user) -> None:
+    chat(services, user, message="hi", temperature=0.0)
+    assert model.calls[0][1].temperature == 0.0
+
+
+def test_unknown_conversation_is_not_found(services: Services, model: ScriptedChatModel, user) -> None:
+    with pytest.raises(NotFoundError):
+        chat(services, user, message="hi", conversation_id=str(uuid4()))
+    assert model.calls == []
+
+
+def test_another_users_conversation_is_not_found(services: Services, model: ScriptedChatModel, user) -> None:
+    mine = chat(services, user, message="secret")
+    other_user = uuid4()
+    with pytest.raises(NotFoundError):
+        chat(services, other_user, message="let me in", conversation_id=mine.conversation_id)
+    assert len(model.calls) == 1
+    assert len(services.conversations.messages(mine.conversation_id)) == 2
+
+
+def test_enabled_tools_name_unknown_tools(services: Services, model: ScriptedChatModel, user) -> None:
+    with pytest.raises(ValidationFailed) as info:
+        chat(services, user, message="hi", enabled_tools=("get_weather", "search_web"))
+    fields = info.value.details["fields"]
+    assert [f["field"] for f in fields] == ["enabled_tools", "enabled_tools"]
+    assert "get_weather" in fields[0]["error"]
+    assert "search_web" in fields[1]["error"]
+    assert model.calls == []
+
+
+def test_empty_enabled_tools_is_accepted(services: Services, model: ScriptedChatModel, user) -> None:
+    assert chat(services, user, message="hi", enabled_tools=()).content == "You said: hi"
+
+
+def test_unknown_profile_ids_are_refused(services: Services, user) -> None:
+    with pytest.raises(ValidationFailed) as info:
+        chat(services, user, message="hi", mentioned_profile_ids=("p-1",))
+    assert info.value.details["fields"][0]["field"] == "mentioned_profile_ids"
+    assert "p-1" in info.value.details["fields"][0]["error"]
+
+
+def test_max_tokens_above_context_length(services: Services, model: ScriptedChatModel, user) -> None:
+    limit = services.settings.inference.context_length
+    with pytest.raises(ValidationFailed) as info:
+        chat(services, user, message="hi", max_tokens=limit + 1)
+    assert info.value.details["fields"] == [
+        {"field": "max_tokens", "error": f"must be at most the context length {limit}"}
+    ]
+    chat(services, user, message="hi", max_tokens=limit)
+    assert model.calls[0][1].max_tokens == limit
+
+
+@pytest.mark.parametrize("error", [UpstreamError("engine failed"), RuntimeError("boom")])
+def test_a_failing_model_stores_nothing(services: Services, model: ScriptedChatModel, user, error) -> None:
+    model.enqueue(error=error)
+    with pytest.raises(type(error)):
+        chat(services, user, message="hi")
+    assert count(services, "conversations") == 0
+    assert count(services, "messages") == 0
+    assert services.metrics.inference_failed == 1
+    assert services.metrics.inference_success == 0
+
+
+def test_a_failing_continuation_adds_nothing(services: Services, model: ScriptedChatModel, user) -> None:
+    first = chat(services, user, message="hi")
+    model.enqueue(error=UpstreamError("down"))
+    with pytest.raises(UpstreamError):
+        chat(services, user, message="again", conversation_id=first.conversation_id)
+    assert len(services.conversations.messages(first.conversation_id)) == 2
+
+
+def test_request_timeout_is_unavailable_and_not_stored(make_settings, make_services) -> None:
+    model = ScriptedChatModel(["w " * 100], token_delay_secs=0.01)
+    services = make_services(make_settings(inference={"request_timeout_secs": 0.05}), model)
+    with pytest.raises(ServiceUnavailableError, match="timeout"):
+        chat(services, services.keys.owner_user_id(), message="hi")
+    assert count(services, "messages") == 0
+
+
+def test_stream_events_then_done(services: Services, model: ScriptedChatModel, user) -> None:
+    model.enqueue("one two three")
+    events = stream(services, user, message="count")
+    assert [e.delta for e in events[:-1]] == ["one", " two", " three"]
+    assert all(isinstance(e, MessageEvent) and e.type == "message" for e in events[:-1])
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.type == "done"
+    assert done.usage.completion == 3
+    stored = services.conversations.messages(done.conversation_id)
+    assert stored[-1].id == done.message_id
+    assert stored[-1].content == "one two three"
+
+
+def test_metrics_and_analytics_record_inference(services: Services, user) -> None:
+    reply = chat(services, user, message="hi there")
+    m = services.metrics
+    assert (m.inference_total, m.inference_success, m.inference_failed) == (1, 1, 0)
+    assert m.tokens_total == reply.usage.total
+    assert services.analytics.percentiles("inference").count == 1
+
+
+def test_an_abandoned_stream_is_not_stored(make_settings, make_services) -> None:
+    model = ScriptedChatModel(["w " * 100], token_delay_secs=0.005)
+    services = make_services(make_settings(), model)
+    owner = services.keys.owner_user_id()
+
+    async def run():
+        events = services.chat.stream(owner, ChatRequest(message="long answer please"))
+        first = await anext(events)
+        await events.aclose()
+        after = await services.chat.chat(owner, ChatRequest(message="next"))
+        return first, after
+
+    first, after = asyncio.run(run())
+    assert isinstance(first, MessageEvent)
+    assert after.content == "You said: next"
+    stored = services.db.query("SELECT content FROM messages ORDER BY seq")
+    assert [r["content"] for r in stored] == ["next", "You said: next"]
+    assert services.metrics.inference_failed == 1  # the abandoned one

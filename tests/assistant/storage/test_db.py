@@ -1,0 +1,143 @@
+"""The SQLite wrapper: WAL mode, sqlite-vec loaded, queries, transactions, size."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+
+from assistant.storage.db import Database
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    database = Database(tmp_path / "test.db")
+    yield database
+    database.close()
+
+
+def test_wal_mode_is_on(db: Database) -> None:
+    assert db.scalar("PRAGMA journal_mode") == "wal"
+
+
+def test_foreign_keys_are_on(db: Database) -> None:
+    assert db.scalar("PRAGMA foreign_keys") == 1
+
+
+def test_sqlite_vec_is_loaded(db: Database) -> None:
+    assert db.vec_version is not None
+    assert db.vec_version.startswith("v")
+    assert db.scalar("SELECT vec_distance_l2('[1, 2, 3]', '[1, 2, 5]')") == pytest.approx(2.0)
+
+
+def test_vec0_virtual_table_knn(db: Database) -> None:
+    db.execute("CREATE VIRTUAL TABLE items USING vec0(embedding float[3])")
+    vectors = {1: [0.0, 0.0, 1.0], 2: [1.0, 0.0, 0.0], 3: [0.9, 0.1, 0.0]}
+    for rowid, vector in vectors.items():
+        db.execute("INSERT INTO items (rowid, embedding) VALUES (?, ?)", (rowid, struct.pack("3f", *vector)))
+    rows = db.query(
+        "SELECT rowid, distance FROM items WHERE embedding MATCH ? ORDER BY distance LIMIT 2",
+        (struct.pack("3f", 1.0, 0.0, 0.0),),
+    )
+    assert [r["rowid"] for r in rows] == [2, 3]
+    assert rows[0]["distance"] == pytest.approx(0.0)
+
+
+def test_without_vec_the_functions_are_absent(tmp_path: Path) -> None:
+    plain = Database(tmp_path / "plain.db", load_vec=False, migrate=False)
+    try:
+        assert plain.vec_version is None
+        with pytest.raises(Exception, match="vec_version"):
+            plain.scalar("SELECT vec_version()")
+    finally:
+        plain.close()
+
+
+def test_query_one_scalar(db: Database) -> None:
+    db.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    db.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y")])
+    assert db.query("SELECT a, b FROM t ORDER BY a") == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+    assert db.one("SELECT b FROM t WHERE a = ?", (2,)) == {"b": "y"}
+    assert db.one("SELECT b FROM t WHERE a = ?", (3,)) is None
+    assert db.scalar("SELECT count(*) FROM t") == 2
+    assert db.scalar("SELECT a FROM t WHERE a = 99") is None
+    assert db.query("UPDATE t SET b = 'z'") == []
+    assert db.query("SELECT * FROM t WHERE a = :a", {"a": 1}) == [{"a": 1, "b": "z"}]
+
+
+def test_transaction_rolls_back_on_error(db: Database) -> None:
+    db.execute("CREATE TABLE t (a INTEGER)")
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+            raise RuntimeError("abort")
+    assert db.scalar("SELECT count(*) FROM t") == 0
+    with db.transaction() as tx:
+        tx.execute("INSERT INTO t VALUES (1)")
+    assert db.scalar("SELECT count(*) FROM t") == 1
+
+
+def test_nested_transactions(db: Database) -> None:
+    db.execute("CREATE TABLE t (a INTEGER)")
+    with db.transaction():
+        db.execute("INSERT INTO t VALUES (1)")
+        with pytest.raises(ValueError):
+            with db.transaction():
+                db.execute("INSERT INTO t VALUES (2)")
+                raise ValueError
+    assert [r["a"] for r in db.query("SELECT a FROM t")] == [1]
+
+
+def test_threads_share_the_connection(db: Database) -> None:
+    db.execute("CREATE TABLE t (a INTEGER)")
+
+    def work(base: int) -> None:
+        for i in range(50):
+            with db.transaction() as tx:
+                tx.execute("INSERT INTO t VALUES (?)", (base + i,))
+
+    threads = [threading.Thread(target=work, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert db.scalar("SELECT count(DISTINCT a) FROM t") == 200
+
+
+def test_introspection_and_size(db: Database, tmp_path: Path) -> None:
+    assert "conversations" in db.tables()
+    assert db.columns("meta") == ["key", "value"]
+    assert db.size_bytes() > 0
+    assert db.size_bytes() >= (tmp_path / "test.db").stat().st_size
+    assert db.ping() is True
+
+
+def test_data_survives_reopening(tmp_path: Path) -> None:
+    first = Database(tmp_path / "p.db")
+    first.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+    first.close()
+    second = Database(tmp_path / "p.db")
+    try:
+        assert second.scalar("SELECT value FROM meta WHERE key = 'k'") == "v"
+    finally:
+        second.close()
+
+
+def test_in_memory_database(tmp_path: Path) -> None:
+    mem = Database(":memory:")
+    try:
+        assert mem.path is None
+        assert "api_keys" in mem.tables()
+        assert mem.size_bytes() > 0
+    finally:
+        mem.close()
+
+
+def test_parent_directories_are_created(tmp_path: Path) -> None:
+    nested = Database(tmp_path / "a" / "b" / "c.db")
+    try:
+        assert (tmp_path / "a" / "b" / "c.db").is_file()
+    finally:
+        nested.close()
