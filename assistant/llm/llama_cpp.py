@@ -174,9 +174,10 @@ class LlamaCppChatModel:
                     break
         finally:
             chunks.close()
+            # In `finally`: a consumer that stops early closes this generator at a `yield`.
+            self.cache_stats.hits += counts.cached
+            self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
         completion = counts.generated - (1 if finish_reason == "stop" and counts.generated else 0)
-        self.cache_stats.hits += counts.cached
-        self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
         yield Finished(name, TokenUsage(counts.prompt, completion, counts.cached), finish_reason)
 
     def health(self) -> Health:
