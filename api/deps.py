@@ -1,17 +1,22 @@
-"""Dependencies: the Services, and the authenticated caller (``CurrentUser``)."""
+"""Dependencies: the Services, and the authenticated caller (``CurrentPrincipal``).
+
+Keys are checked by the ``Authenticate`` middleware before the body is read (so an
+unauthenticated request is 401 even when its body is malformed); the dependency reuses the
+principal the middleware found, and authenticates by itself on routes outside its prefixes.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
 from assistant.errors import ForbiddenError, UnauthorizedError
-from assistant.security import Principal
+from assistant.security import KeyStore, Principal
 from assistant.services import Services
 
-bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
+bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>` (or `X-API-Key: <key>`).")
 
 
 def get_services(request: Request) -> Services:
@@ -21,21 +26,32 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def current_principal(
-    request: Request,
-    services: ServicesDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Principal:
-    if credentials is None:
-        if request.headers.get("authorization"):
+def principal_from_headers(keys: KeyStore, method: str, authorization: str | None, api_key: str | None) -> Principal:
+    """The caller named by ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; 401/403 otherwise."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
             raise UnauthorizedError("the Authorization header must be 'Bearer <API key>'")
+        key = token.strip()
+    elif api_key:
+        key = api_key.strip()
+    else:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <API key>'")
-    principal = services.keys.authenticate(credentials.credentials.strip())
+    principal = keys.authenticate(key)
     if principal is None:
         raise UnauthorizedError("invalid API key")
-    if not principal.may(request.method):
-        raise ForbiddenError(f"this API key is read-only: {request.method} is not permitted")
+    if not principal.may(method):
+        raise ForbiddenError(f"this API key is read-only: {method} is not permitted")
     return principal
+
+
+def current_principal(request: Request, services: ServicesDep, _: Annotated[object, Depends(bearer)]) -> Principal:
+    found = getattr(request.state, "principal", None)
+    if found is not None:
+        return found
+    return principal_from_headers(
+        services.keys, request.method, request.headers.get("authorization"), request.headers.get("x-api-key")
+    )
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

@@ -6,15 +6,16 @@ from fastapi import FastAPI
 
 import assistant
 from api import errors
-from api.middleware import RateLimit, RequestContext
+from api.middleware import Authenticate, RateLimit, RequestContext
 from api.routes import chat, docs, health, metrics, system
 from assistant.services import Services
 
 DESCRIPTION = """
 A self-hosted personal assistant: chat with a local model, with memory, tools and voice.
 
-**Authentication.** Protected routes need `Authorization: Bearer <API key>`. Keys map to user
-ids; only SHA-256 hashes of keys are stored. Missing or invalid key: 401 `UNAUTHORIZED`.
+**Authentication.** Protected routes need `Authorization: Bearer <API key>` (`X-API-Key: <API key>`
+is accepted too). Keys map to user ids; only SHA-256 hashes of keys are stored. The key is checked
+before the body is read, so an unauthenticated request is 401 whatever its body. Missing or invalid key: 401 `UNAUTHORIZED`.
 A key created with `assistant keys create --read-only` may only use GET/HEAD/OPTIONS; any other
 method with it is 403 `FORBIDDEN`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
 `/metrics/prometheus` (and these docs).
@@ -52,7 +53,8 @@ def create_app(services: Services) -> FastAPI:
         app.include_router(router)
     if openapi_url:
         docs.install(app)
-    # Added last = outermost: RequestContext wraps RateLimit wraps the routes.
+    # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps the routes.
+    app.add_middleware(Authenticate, services=services)
     app.add_middleware(RateLimit, services=services)
     app.add_middleware(RequestContext, services=services)
     return app

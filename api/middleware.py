@@ -4,6 +4,8 @@
 incoming UUID), counts it in the metrics and latency history, caps the body size, and turns any
 exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
 ``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
+``Authenticate`` checks the API key of every ``/v1/`` and ``/api/`` route (webhooks excepted:
+they carry their own signature) before the body is read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import envelope
+from api.deps import principal_from_headers
+from api.errors import STATUS_OF, envelope
+from assistant.errors import AssistantError
 from assistant.services import Services
 
 log = logging.getLogger("api")
@@ -39,9 +43,10 @@ def _valid_request_id(value: str | None) -> str | None:
     if not value:
         return None
     try:
-        return str(uuid.UUID(value))
+        uuid.UUID(value)
     except ValueError:
         return None
+    return value  # kept exactly as sent
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
@@ -78,25 +83,11 @@ class RequestContext:
                 MutableHeaders(scope=message)["X-Request-Id"] = request_id
             await send(message)
 
-        declared = _header(scope, b"content-length")
-        received = 0
-
-        async def capped_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise PayloadTooLarge()
-            return message
-
         metrics = self.services.metrics
         metrics.request_started()
         start = time.perf_counter()
         try:
-            if declared is not None and declared.isdigit() and int(declared) > self.max_body:
-                raise PayloadTooLarge()
-            await self.app(scope, capped_receive, send_with_id)
+            await self.app(scope, await self._capped(scope, receive), send_with_id)
         except PayloadTooLarge:
             if not started:
                 status = 413
@@ -112,6 +103,65 @@ class RequestContext:
             duration_ms = (time.perf_counter() - start) * 1000
             metrics.request_finished(status, duration_ms)
             self.services.analytics.record("request", scope["path"], duration_ms, status < 500)
+
+
+    async def _capped(self, scope: Scope, receive: Receive) -> Receive:
+        """Refuse bodies over the limit before any handler reads them.
+
+        A declared Content-Length is checked as is (the server enforces it); a chunked body is
+        read here, up to the limit, and replayed to the application.
+        """
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            if declared.isdigit() and int(declared) > self.max_body:
+                raise PayloadTooLarge()
+            return receive
+        if _header(scope, b"transfer-encoding") is None:
+            return receive
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            total += len(message.get("body", b""))
+            if total > self.max_body:
+                raise PayloadTooLarge()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        return replayed
+
+
+class Authenticate:
+    PREFIXES = ("/v1/", "/api/")
+    EXEMPT = ("/v1/webhooks/",)
+
+    def __init__(self, app: ASGIApp, services: Services):
+        self.app = app
+        self.keys = services.keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(self.PREFIXES) or path.startswith(self.EXEMPT):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = principal_from_headers(
+                self.keys, scope["method"], _header(scope, b"authorization"), _header(scope, b"x-api-key")
+            )
+        except AssistantError as exc:
+            request_id = scope.get("state", {}).get("request_id", "")
+            headers = [(b"www-authenticate", b"Bearer")] if exc.code == "UNAUTHORIZED" else []
+            await _send_json(send, STATUS_OF[exc.code], envelope(exc.code, exc.message, request_id), headers)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
 
 
 class RateLimit:

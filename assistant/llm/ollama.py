@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from assistant.config import InferenceSettings
-from assistant.errors import AssistantError
+from assistant.errors import AssistantError, UpstreamError
 from assistant.llm.base import (
     ChatMessage,
     Delta,
@@ -48,7 +48,7 @@ class OllamaChatModel:
                     continue
                 data = json.loads(line)
                 if "error" in data:
-                    raise AssistantError(f"ollama: {data['error']}", code="UPSTREAM_ERROR")
+                    raise UpstreamError(f"ollama: {data['error']}")
                 text = data.get("message", {}).get("content")
                 if text:
                     completion += 1

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from assistant.config import InferenceSettings
-from assistant.errors import AssistantError
+from assistant.errors import AssistantError, UpstreamError
 from assistant.llm.base import (
     ChatMessage,
     Delta,
@@ -62,7 +62,7 @@ class OpenAIChatModel:
                     break
                 data = json.loads(body)
                 if "error" in data:
-                    raise AssistantError(f"openai-compatible server: {data['error']}", code="UPSTREAM_ERROR")
+                    raise UpstreamError(f"openai-compatible server: {data['error']}")
                 answered_by = data.get("model") or answered_by
                 if data.get("usage"):
                     u = data["usage"]

@@ -58,25 +58,30 @@ class InferenceQueue:
 
         run_options = replace(options, should_stop=should_stop)
 
+        def hand_over(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                stop.set()
+
         def work() -> None:
             try:
                 for event in self.model.stream(messages, run_options):
                     if isinstance(event, Finished) and event.finish_reason == "cancelled" and not stop.is_set():
                         event = replace(event, finish_reason="timeout")
-                    loop.call_soon_threadsafe(events.put_nowait, event)
+                    hand_over(event)
                     if stop.is_set():
                         break
             except BaseException as exc:  # handed to the awaiting side, never lost
-                loop.call_soon_threadsafe(events.put_nowait, _Failure(exc))
+                hand_over(_Failure(exc))
             finally:
-                loop.call_soon_threadsafe(events.put_nowait, _END)
+                hand_over(_END)
 
         try:
             future = loop.run_in_executor(self._executor, work)
         except BaseException:
             self._lock.release()
             raise
-        future.add_done_callback(lambda _: self._lock.release())
         try:
             while True:
                 item = await events.get()
@@ -87,6 +92,16 @@ class InferenceQueue:
                 yield item  # type: ignore[misc]
         finally:
             stop.set()
+            # Release only once the worker has stopped (within one token), and do it here, on a
+            # live loop: a done-callback would never run if the consumer's loop ended meanwhile.
+            try:
+                await asyncio.shield(future)
+            except BaseException:  # cancelled again while waiting: release when the worker ends
+                pass
+            if future.done():
+                self._lock.release()
+            else:
+                future.add_done_callback(lambda _: self._lock.release())
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -92,7 +92,8 @@ class Analytics:
     def export_parquet(self, path: Path | str) -> Path:
         with self._lock:
             self._flush_locked()
-            self._conn.execute(f"COPY latency TO '{Path(path)}' (FORMAT parquet)")
+            quoted = str(Path(path)).replace("'", "''")  # COPY takes no parameters: quote the literal
+            self._conn.execute(f"COPY latency TO '{quoted}' (FORMAT parquet)")
         return Path(path)
 
     def close(self) -> None:

@@ -49,9 +49,15 @@ def test_validation_error_lists_fields(client, auth) -> None:
     assert all(set(f) == {"field", "error"} and f["error"] for f in fields)
 
 
-def test_unknown_route_is_404(client) -> None:
-    error = assert_envelope(client.get("/v1/nothing-here"), 404, "NOT_FOUND")
+def test_unknown_route_is_404(client, auth) -> None:
+    error = assert_envelope(client.get("/v1/nothing-here", headers=auth), 404, "NOT_FOUND")
     assert "/v1/nothing-here" in error["message"]
+    assert_envelope(client.get("/nothing-here"), 404, "NOT_FOUND")
+
+
+def test_unknown_v1_route_without_a_key_is_401(client) -> None:
+    # The key is checked before routing and body parsing: no route list for anonymous callers.
+    assert_envelope(client.get("/v1/nothing-here"), 401, "UNAUTHORIZED")
 
 
 def test_wrong_method_is_405(client, auth) -> None:

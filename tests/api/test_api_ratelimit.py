@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -33,6 +35,7 @@ def test_fourth_request_is_429(limited) -> None:  # noqa: ANN001
     error = response.json()["error"]
     assert error["code"] == "RATE_LIMITED"
     assert error["request_id"] == response.headers["x-request-id"]
+    assert str(UUID(error["request_id"])) == error["request_id"]
     retry_after = int(response.headers["retry-after"])
     assert 1 <= retry_after <= 60
     assert isinstance(error["retry_after"], int)

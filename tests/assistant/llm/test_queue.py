@@ -110,7 +110,7 @@ def test_concurrent_requests_queue_and_never_interleave() -> None:
 
 
 def test_queue_timeout_is_service_unavailable() -> None:
-    model = ScriptedChatModel(["w " * 40], token_delay_secs=0.02)
+    model = ScriptedChatModel(["w " * 500], token_delay_secs=0.01)
     queue = InferenceQueue(model, queue_timeout_secs=0.05)
 
     async def main():
@@ -220,27 +220,30 @@ def test_options_reach_the_model_with_a_stop_callback() -> None:
 
 
 def test_a_request_cancelled_while_queued_leaves_the_queue_working() -> None:
-    model = ScriptedChatModel(["w " * 20], token_delay_secs=0.01)
-    queue = InferenceQueue(model, queue_timeout_secs=5)
+    model = ScriptedChatModel(["w " * 200], token_delay_secs=0.01)
+    queue = InferenceQueue(model, queue_timeout_secs=30)
 
     async def main():
-        holder = asyncio.ensure_future(consume(queue, "first"))
-        await asyncio.sleep(0.02)
+        holder = queue.stream(ask("first"), GenerationOptions())
+        await anext(holder)  # the engine is busy with the first request
         waiter = asyncio.ensure_future(consume(queue, "second"))
-        await asyncio.sleep(0.02)
+        for _ in range(1000):
+            if queue.waiting == 1:
+                break
+            await asyncio.sleep(0.001)
         assert queue.waiting == 1
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
         assert queue.waiting == 0
-        await holder
+        await holder.aclose()
         return await consume(queue, "third")
 
     try:
         deltas, finished = asyncio.run(main())
     finally:
         queue.close()
-    assert finished.finish_reason == "stop"
+    assert "".join(deltas) == "You said: third"
     assert [m[-1].content for m, _ in model.calls] == ["first", "third"]
 
 
