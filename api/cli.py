@@ -73,6 +73,7 @@ def serve(
     if services.keys.count() == 0:
         key, principal = services.keys.create("default")
         typer.echo(f"No API key existed; created one for user {principal.user_id} (shown once):\n  {key}")
+    services.start_background()
     server = settings.server
     typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
                f"(docs at /swagger-ui/); data in {settings.data_dir}")

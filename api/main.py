@@ -7,7 +7,7 @@ from fastapi import FastAPI
 import assistant
 from api import errors
 from api.middleware import Authenticate, RateLimit, RequestContext
-from api.routes import chat, docs, health, metrics, system
+from api.routes import chat, docs, health, memories, metrics, system
 from assistant.services import Services
 
 DESCRIPTION = """
@@ -49,7 +49,7 @@ def create_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, metrics.router, chat.router, system.router):
+    for router in (health.router, metrics.router, chat.router, memories.router, system.router):
         app.include_router(router)
     if openapi_url:
         docs.install(app)

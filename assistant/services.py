@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.config import Settings
+from assistant.crypto import Sealer, open_sealer
+from assistant.embeddings.base import Embedder, create_embedder
 from assistant.health import (
     NOT_CONFIGURED,
     HealthProbe,
@@ -19,6 +22,7 @@ from assistant.health import (
 from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
+from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.ratelimit import RateLimiter
 from assistant.security import KeyStore
@@ -44,6 +48,9 @@ class Services:
     system: SystemMonitor
     probe: HealthProbe
     rate_limiter: RateLimiter | None
+    sealer: Sealer
+    memory: MemoryStore | None = None
+    scheduler: Any = None  # an APScheduler scheduler once `start_background` ran
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -66,24 +73,46 @@ class Services:
             "weather": NOT_CONFIGURED,
         }
 
+    def start_background(self) -> None:
+        """Start the daily jobs (memory decay). The server calls this; notebooks need not."""
+        from assistant.scheduler import start_scheduler
+
+        if self.scheduler is None:
+            self.scheduler = start_scheduler(self.memory)
+
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)
         return round(stats.hit_rate, 4) if stats is not None else 0.0
 
     def close(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
         self.queue.close()
         self.analytics.close()
         self.db.close()
 
 
-def build_services(settings: Settings, *, chat_model: ChatModel | None = None) -> Services:
+def key_path(settings: Settings) -> Path:
+    path = settings.memory.encryption_key_path.expanduser()
+    return path if path.is_absolute() else settings.data_dir / path
+
+
+def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
+                   embedder: Embedder | None = None) -> Services:
     """Open storage under the data directory and build every part from ``settings``.
 
-    ``chat_model`` replaces the configured backend (tests and notebooks pass a scripted one).
+    ``chat_model`` and ``embedder`` replace the configured backends (tests and notebooks pass
+    fakes). A wrong or missing encryption key for an existing store raises ConfigError here.
     """
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(data_dir / DB_FILE)
+    mem = settings.memory
+    sealer = open_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+    memory = None
+    if mem.enabled:
+        base_url = settings.inference.base_url if mem.embedding_backend == "ollama" else None
+        memory = MemoryStore(db, sealer, embedder or create_embedder(mem, base_url), mem)
     analytics = Analytics(data_dir / ANALYTICS_FILE)
     metrics = Metrics()
     model = chat_model or create_chat_model(settings.inference, data_dir)
@@ -91,7 +120,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None) -
     queue = InferenceQueue(
         model, queue_timeout_secs=inference.queue_timeout_secs, request_timeout_secs=inference.request_timeout_secs
     )
-    conversations = ConversationStore(db)
+    conversations = ConversationStore(db, sealer)
     security = settings.security
     return Services(
         settings=settings,
@@ -100,10 +129,12 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None) -
         chat_model=model,
         queue=queue,
         conversations=conversations,
-        chat=ChatService(queue, conversations, inference, metrics, analytics),
+        chat=ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem),
         keys=KeyStore(db, security.api_keys),
         metrics=metrics,
         system=SystemMonitor(),
         probe=HealthProbe(model, inference.health_cache_secs),
         rate_limiter=RateLimiter(security.rate_limit_rpm) if security.rate_limit_enabled else None,
+        sealer=sealer,
+        memory=memory,
     )

@@ -45,7 +45,11 @@ def make_settings(tmp_path: Path, clean_env: None) -> Callable[..., Settings]:
     data directory is this test's ``tmp_path``; keyword sections are merged over that."""
 
     def make(**sections: Any) -> Settings:
-        base: dict[str, Any] = {"server": {"data_dir": str(tmp_path / "data")}, "inference": {"backend": "scripted"}}
+        base: dict[str, Any] = {
+            "server": {"data_dir": str(tmp_path / "data")},
+            "inference": {"backend": "scripted"},
+            "memory": {"embedding_backend": "hashing"},  # deterministic and instant; MiniLM in integration
+        }
         return Settings.load(**_merge(base, sections))
 
     return make

@@ -1,4 +1,8 @@
-"""Conversations and their messages, persisted in SQLite and owned by one user each."""
+"""Conversations and their messages, persisted in SQLite and owned by one user each.
+
+Message texts and titles are sealed like memories (XChaCha20-Poly1305) when a sealer is given:
+the same words are in both, so neither is written in plaintext.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from dataclasses import dataclass
 from uuid import UUID, uuid4
 
 from assistant.clock import iso
+from assistant.crypto import Sealer
 from assistant.errors import NotFoundError
 from assistant.llm.base import ChatMessage
 from assistant.storage.db import Database
@@ -32,8 +37,15 @@ class StoredMessage:
 
 
 class ConversationStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, sealer: Sealer | None = None):
         self.db = db
+        self.sealer = sealer or Sealer(None)
+
+    def _open(self, value: bytes | str) -> str:
+        return value if isinstance(value, str) else self.sealer.open(value)
+
+    def _conversation(self, row: dict) -> Conversation:
+        return Conversation(**{**row, "title": self._open(row["title"])})
 
     def get(self, user_id: UUID | str, conversation_id: UUID | str) -> Conversation:
         """The conversation, if it exists and belongs to ``user_id``; otherwise NotFoundError."""
@@ -42,14 +54,14 @@ class ConversationStore:
         )
         if row is None:
             raise NotFoundError(f"conversation {conversation_id} not found")
-        return Conversation(**row)
+        return self._conversation(row)
 
     def list(self, user_id: UUID | str, limit: int = 100, offset: int = 0) -> list[Conversation]:
         rows = self.db.query(
             "SELECT * FROM conversations WHERE user_id = ? ORDER BY updated_at DESC LIMIT ? OFFSET ?",
             (str(user_id), limit, offset),
         )
-        return [Conversation(**r) for r in rows]
+        return [self._conversation(r) for r in rows]
 
     def history(self, conversation_id: str, limit: int) -> list[ChatMessage]:
         """The last ``limit`` messages, oldest first."""
@@ -59,7 +71,7 @@ class ConversationStore:
             "SELECT role, content FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
             (conversation_id, limit),
         )
-        return [ChatMessage(r["role"], r["content"]) for r in reversed(rows)]
+        return [ChatMessage(r["role"], self._open(r["content"])) for r in reversed(rows)]
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
         rows = self.db.query(
@@ -67,7 +79,7 @@ class ConversationStore:
             "FROM messages WHERE conversation_id = ? ORDER BY seq",
             (conversation_id,),
         )
-        return [StoredMessage(**r) for r in rows]
+        return [StoredMessage(**{**r, "content": self._open(r["content"])}) for r in rows]
 
     def record_exchange(
         self,
@@ -92,7 +104,7 @@ class ConversationStore:
                 conversation_id = conversation_id or str(uuid4())
                 db.execute(
                     "INSERT INTO conversations (id, user_id, title, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                    (conversation_id, str(user_id), user_message[:80], now, now),
+                    (conversation_id, str(user_id), self.sealer.seal(user_message[:80]), now, now),
                 )
             else:
                 db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
@@ -100,11 +112,12 @@ class ConversationStore:
             db.execute(
                 "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
                 "created_at, seq) VALUES (?, ?, 'user', ?, NULL, 0, 0, ?, ?)",
-                (str(uuid4()), conversation_id, user_message, now, seq + 1),
+                (str(uuid4()), conversation_id, self.sealer.seal(user_message), now, seq + 1),
             )
             db.execute(
                 "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
                 "created_at, seq) VALUES (?, ?, 'assistant', ?, ?, ?, ?, ?, ?)",
-                (reply_id, conversation_id, reply, model, prompt_tokens, completion_tokens, now, seq + 2),
+                (reply_id, conversation_id, self.sealer.seal(reply), model, prompt_tokens, completion_tokens, now,
+                 seq + 2),
             )
         return conversation_id, reply_id, now

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -13,10 +14,11 @@ from enum import StrEnum
 from uuid import UUID
 
 from assistant.chat.conversations import ConversationStore
-from assistant.config import InferenceSettings
+from assistant.config import InferenceSettings, MemorySettings
 from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage
 from assistant.llm.queue import InferenceQueue
+from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
 
@@ -81,7 +83,11 @@ class ChatService:
         *,
         tool_names: frozenset[str] = frozenset(),
         profile_ids: frozenset[str] = frozenset(),
+        memory: MemoryStore | None = None,
+        memory_settings: MemorySettings | None = None,
     ):
+        self.memory = memory
+        self.memory_settings = memory_settings or MemorySettings()
         self.tool_names = tool_names
         self.profile_ids = profile_ids
         self.queue = queue
@@ -106,12 +112,11 @@ class ChatService:
         if fields:
             raise ValidationFailed("request validation failed: " + "; ".join(f["error"] for f in fields), fields)
 
-    def _prompt(self, user_id: UUID | str, request: ChatRequest) -> list[ChatMessage]:
-        self.validate(request)
+    def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "") -> list[ChatMessage]:
         system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
+        system = "\n\n".join(part for part in (system, memory_context) if part)
         messages = [ChatMessage("system", system)] if system else []
         if request.conversation_id is not None:
-            self.conversations.get(user_id, request.conversation_id)  # 404 for unknown or foreign
             messages += self.conversations.history(request.conversation_id, self.settings.history_messages)
         messages.append(ChatMessage("user", request.message))
         return messages
@@ -124,8 +129,21 @@ class ChatService:
         )
 
     async def stream(self, user_id: UUID | str, request: ChatRequest) -> AsyncIterator[ChatEvent]:
-        """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored before ``done``."""
-        messages = self._prompt(user_id, request)
+        """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored (and learned
+        from) before ``done``. Relevant memories are injected into the system prompt."""
+        self.validate(request)
+        if request.conversation_id is not None:
+            self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
+        memory_on = self.memory is not None and self.memory_settings.enabled
+        query_vector = None
+        context = ""
+        if memory_on and (self.memory_settings.enable_rag or self.memory_settings.enable_learning):
+            query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
+        if memory_on and self.memory_settings.enable_rag:
+            context, _ = await asyncio.to_thread(
+                self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
+            )
+        messages = self._prompt(user_id, request, context)
         options = self._options(request)
         start = time.perf_counter()
         parts: list[str] = []
@@ -160,6 +178,11 @@ class ChatService:
             prompt_tokens=finished.usage.prompt,
             completion_tokens=finished.usage.completion,
         )
+        if memory_on and self.memory_settings.enable_learning:
+            await asyncio.to_thread(
+                self.memory.learn, str(user_id), request.message, "".join(parts),
+                conversation_id=conversation_id, query_vector=query_vector,
+            )
         yield DoneEvent(
             finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at
         )

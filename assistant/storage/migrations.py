@@ -86,3 +86,46 @@ def m001_initial(db: Database) -> None:
         CREATE INDEX messages_conversation ON messages(conversation_id, seq);
         """
     )
+
+
+@migration
+def m002_memories(db: Database) -> None:
+    """Memories (content, summary and tags sealed), their embeddings and keyword tokens."""
+    db.executescript(
+        """
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            user_id TEXT NOT NULL,
+            conversation_id TEXT,
+            content BLOB NOT NULL,
+            summary BLOB NOT NULL,
+            tags BLOB NOT NULL,
+            importance REAL NOT NULL CHECK (importance >= 0.0 AND importance <= 1.0),
+            memory_type TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            accessed_at TEXT NOT NULL,
+            accessed_ts REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            decay_ts REAL NOT NULL,
+            embedding BLOB NOT NULL,
+            term_count INTEGER NOT NULL DEFAULT 0,
+            original_memory_type TEXT,
+            archived_at TEXT,
+            archived_by_session TEXT,
+            quarantined_at TEXT,
+            quarantine_reason TEXT
+        );
+        CREATE INDEX memories_user ON memories(user_id, created_at);
+        CREATE INDEX memories_user_type ON memories(user_id, memory_type);
+        CREATE TABLE memory_terms (
+            token BLOB NOT NULL,
+            user_id TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            tf INTEGER NOT NULL,
+            PRIMARY KEY (user_id, token, memory_rowid)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_terms_memory ON memory_terms(memory_rowid);
+        """
+    )

@@ -80,7 +80,10 @@ def test_history_is_limited_to_the_last_messages(make_settings, make_services) -
     assert [m.content for m in messages[1:]] == ["two", "You said: two", "three"]
 
 
-def test_system_prompt_override(services: Services, model: ScriptedChatModel, user) -> None:
+def test_system_prompt_override(make_settings, make_services, model: ScriptedChatModel) -> None:
+    # Memory off: with it on, the first exchange is learned and injected into the second prompt.
+    services = make_services(make_settings(memory={"enabled": False}), model)
+    user = services.keys.owner_user_id()
     chat(services, user, message="hi", system_prompt="You are a pirate.")
     assert model.calls[0][0][0] == ChatMessage("system", "You are a pirate.")
     chat(services, user, message="hi", system_prompt="")
@@ -213,6 +216,8 @@ def test_an_abandoned_stream_is_not_stored(make_settings, make_services) -> None
     first, after = asyncio.run(run())
     assert isinstance(first, MessageEvent)
     assert after.content == "You said: next"
-    stored = services.db.query("SELECT content FROM messages ORDER BY seq")
-    assert [r["content"] for r in stored] == ["next", "You said: next"]
+    conversations = services.db.query("SELECT id FROM conversations")
+    assert len(conversations) == 1  # texts are sealed at rest: read them back through the store
+    stored = services.conversations.messages(conversations[0]["id"])
+    assert [m.content for m in stored] == ["next", "You said: next"]
     assert services.metrics.inference_failed == 1  # the abandoned one

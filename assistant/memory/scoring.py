@@ -1,0 +1,103 @@
+"""Relevance scoring and prompt assembly: pure functions researchers can call and plot.
+
+relevance = similarity x 0.50 + importance x 0.20 + freshness x 0.30, where
+freshness = e^(-0.01 x hours since last access). Archived memories stay searchable with their
+relevance multiplied by ``ARCHIVED_FACTOR``; Quarantined ones never reach a prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from assistant.memory.types import MemoryType
+
+FRESHNESS_RATE_PER_HOUR = 0.01
+ARCHIVED_FACTOR = 0.5
+CONTEXT_BUDGET_CHARS = 2000
+TYPE_PRIORITY = (
+    MemoryType.CORRECTION,
+    MemoryType.FACT,
+    MemoryType.PREFERENCE,
+    MemoryType.CONTEXT,
+    MemoryType.TOOL_RESULT,
+)
+PREAMBLE = (
+    "Known facts about the user, from earlier conversations. Treat them as true and use them "
+    "when they are relevant; do not mention that they come from memory:"
+)
+
+
+@dataclass(frozen=True)
+class RelevanceWeights:
+    similarity: float = 0.50
+    importance: float = 0.20
+    freshness: float = 0.30
+
+
+DEFAULT_WEIGHTS = RelevanceWeights()
+
+
+def freshness(hours_since_access: float | np.ndarray, rate: float = FRESHNESS_RATE_PER_HOUR):
+    """e^(-rate x hours); 1.0 for a memory touched just now."""
+    return np.exp(-rate * np.maximum(hours_since_access, 0.0))
+
+
+def relevance(similarity, importance, hours_since_access, weights: RelevanceWeights = DEFAULT_WEIGHTS):
+    """The spec's relevance; works on floats and numpy arrays alike."""
+    return (
+        weights.similarity * similarity
+        + weights.importance * importance
+        + weights.freshness * freshness(hours_since_access)
+    )
+
+
+def type_rank(memory_type: MemoryType) -> int:
+    """Position in the prompt order Correction, Fact, Preference, Context, ToolResult (others last)."""
+    try:
+        return TYPE_PRIORITY.index(memory_type)
+    except ValueError:
+        return len(TYPE_PRIORITY)
+
+
+def order_for_prompt(items: Sequence, key_type=lambda m: m.memory_type, key_relevance=None) -> list:  # noqa: ANN001
+    """Sort by type priority, then by relevance (highest first) within a type."""
+    return sorted(items, key=lambda m: (type_rank(key_type(m)), -(key_relevance(m) if key_relevance else 0.0)))
+
+
+def build_context(contents: Sequence[str], budget: int = CONTEXT_BUDGET_CHARS) -> str:
+    """The preamble and whole memories, in the given order, within ``budget`` characters.
+
+    A memory that would not fit whole is left out (the next, shorter one may still fit).
+    """
+    if not contents:
+        return ""
+    lines: list[str] = []
+    used = 0
+    for text in contents:
+        line = f"- {' '.join(text.split())}"
+        if used + len(line) + 1 > budget:
+            continue
+        lines.append(line)
+        used += len(line) + 1
+    return f"{PREAMBLE}\n" + "\n".join(lines) if lines else ""
+
+
+def hours_between(earlier_iso: str, later_epoch: float) -> float:
+    from datetime import datetime
+
+    earlier = datetime.fromisoformat(earlier_iso.replace("Z", "+00:00")).timestamp()
+    return max((later_epoch - earlier) / 3600.0, 0.0)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / denom if denom else 0.0
+
+
+__all__ = [
+    "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "TYPE_PRIORITY", "RelevanceWeights",
+    "build_context", "cosine", "freshness", "hours_between", "order_for_prompt", "relevance", "type_rank",
+]

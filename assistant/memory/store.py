@@ -1,0 +1,439 @@
+"""The memory store: sealed content in SQLite, embeddings, hybrid search, decay, learning.
+
+Content, summary and tags are sealed (XChaCha20-Poly1305) before they reach SQLite; embeddings
+are stored as float32 BLOBs (the spec keeps them unencrypted); keywords as keyed tokens. Every
+read of content opens the seal in memory only. Merging happens on plaintext: the old memory is
+opened, the texts are joined, and the result is sealed again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import numpy as np
+
+from assistant.config import MemorySettings
+from assistant.crypto import Sealer
+from assistant.embeddings.base import Embedder
+from assistant.errors import NotFoundError, ValidationFailed
+from assistant.memory.decay import DECAY_PARAMS, NOT_DECAYED, base_rate_from_factor
+from assistant.memory.index import VectorIndex, create_index
+from assistant.memory.keywords import KeywordIndex
+from assistant.memory.learning import score_exchange
+from assistant.memory.scoring import (
+    ARCHIVED_FACTOR,
+    DEFAULT_WEIGHTS,
+    RelevanceWeights,
+    build_context,
+    order_for_prompt,
+    relevance,
+    type_rank,
+)
+from assistant.memory.types import Memory, MemoryType, ScoredMemory
+from assistant.storage.db import Database
+
+SUMMARY_CHARS = 200
+MAX_CONTENT_CHARS = 20_000
+MAX_TAGS = 50
+
+
+@dataclass(frozen=True)
+class HybridWeights:
+    """How dense cosine and normalised BM25 combine into one similarity in [0, 1]."""
+
+    dense: float = 0.6
+    keyword: float = 0.4
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    content: str
+    summary: str | None = None
+    memory_type: MemoryType = MemoryType.CONTEXT
+    importance: float = 0.5
+    tags: Sequence[str] = ()
+    conversation_id: str | None = None
+
+
+@dataclass
+class DecayReport:
+    ran_at: str
+    processed: int = 0
+    changed: int = 0
+    cleaned_up: int = 0
+    changes: list[dict] = field(default_factory=list)
+
+
+def iso_of(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def merge_text(old: str, new: str) -> str:
+    """Join two plaintexts: keep the old sentences, add the new ones not already there."""
+    if new.strip().lower() in old.lower():
+        return old
+    if old.strip().lower() in new.lower():
+        return new
+    seen = {s.strip().lower().rstrip(".!?") for s in _sentences(old)}
+    extra = [s for s in _sentences(new) if s.strip().lower().rstrip(".!?") not in seen]
+    return (old.rstrip() + " " + " ".join(extra)).strip() if extra else old
+
+
+def _sentences(text: str) -> list[str]:
+    import re
+
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        db: Database,
+        sealer: Sealer,
+        embedder: Embedder,
+        settings: MemorySettings,
+        *,
+        index_kind: str = "exact",
+        weights: RelevanceWeights = DEFAULT_WEIGHTS,
+        hybrid: HybridWeights = HybridWeights(),
+        clock: Callable[[], float] = time.time,
+    ):
+        self.db = db
+        self.sealer = sealer
+        self.embedder = embedder
+        self.settings = settings
+        self.index_kind = index_kind
+        self.weights = weights
+        self.hybrid = hybrid
+        self.clock = clock
+        self.keywords = KeywordIndex(db, sealer)
+        self._indexes: dict[str, VectorIndex] = {}
+        self._index_lock = threading.Lock()
+
+    # --- rows <-> Memory -------------------------------------------------------------------------
+
+    def _memory(self, row: dict) -> Memory:
+        return Memory(
+            id=row["id"],
+            user_id=row["user_id"],
+            content=self.sealer.open(row["content"]),
+            summary=self.sealer.open(row["summary"]),
+            memory_type=MemoryType(row["memory_type"]),
+            importance=row["importance"],
+            tags=json.loads(self.sealer.open(row["tags"])),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            accessed_at=row["accessed_at"],
+            access_count=row["access_count"],
+            conversation_id=row["conversation_id"],
+            original_memory_type=MemoryType(row["original_memory_type"]) if row["original_memory_type"] else None,
+            archived_at=row["archived_at"],
+            archived_by_session=row["archived_by_session"],
+            quarantined_at=row["quarantined_at"],
+            quarantine_reason=row["quarantine_reason"],
+            decayed_at=iso_of(row["decay_ts"]),
+        )
+
+    # --- the vector index ------------------------------------------------------------------------
+
+    def index(self, user_id: str) -> VectorIndex:
+        """The user's vector index, built from SQLite on first use."""
+        with self._index_lock:
+            index = self._indexes.get(user_id)
+            if index is None:
+                index = create_index(self.index_kind, self.settings.embedding_dimension)
+                rows = self.db.query("SELECT rowid, embedding FROM memories WHERE user_id = ?", (user_id,))
+                if rows:
+                    ids = np.fromiter((r["rowid"] for r in rows), dtype=np.int64, count=len(rows))
+                    vectors = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32)
+                    index.add(ids, vectors.reshape(len(rows), -1))
+                self._indexes[user_id] = index
+            return index
+
+    def _index_add(self, user_id: str, ids: np.ndarray, vectors: np.ndarray) -> None:
+        with self._index_lock:
+            index = self._indexes.get(user_id)
+        if index is not None:
+            index.add(ids, vectors)
+
+    def _index_remove(self, user_id: str, ids: Iterable[int]) -> None:
+        with self._index_lock:
+            index = self._indexes.get(user_id)
+        if index is not None:
+            index.remove(np.fromiter(ids, dtype=np.int64))
+
+    # --- create, read, delete --------------------------------------------------------------------
+
+    def _validate(self, item: NewMemory) -> None:
+        fields = []
+        if not item.content or not item.content.strip():
+            fields.append({"field": "content", "error": "must not be empty"})
+        elif len(item.content) > MAX_CONTENT_CHARS:
+            fields.append({"field": "content", "error": f"must be at most {MAX_CONTENT_CHARS} characters"})
+        if not 0.0 <= item.importance <= 1.0:
+            fields.append({"field": "importance", "error": f"must be between 0.0 and 1.0 (got {item.importance})"})
+        if len(item.tags) > MAX_TAGS:
+            fields.append({"field": "tags", "error": f"at most {MAX_TAGS} tags"})
+        if fields:
+            raise ValidationFailed("invalid memory: " + "; ".join(f"{f['field']} {f['error']}" for f in fields), fields)
+
+    def add(self, user_id: str, content: str, summary: str | None = None,
+            memory_type: MemoryType | str = MemoryType.CONTEXT, importance: float = 0.5,
+            tags: Sequence[str] = (), conversation_id: str | None = None,
+            embedding: np.ndarray | None = None) -> Memory:
+        memory_type = MemoryType.parse(memory_type) if isinstance(memory_type, str) else memory_type
+        item = NewMemory(content, summary, memory_type, importance, tags, conversation_id)
+        ids = self.add_many(user_id, [item], None if embedding is None else np.asarray(embedding).reshape(1, -1))
+        return self.get(user_id, ids[0])
+
+    def add_many(self, user_id: str, items: Sequence[NewMemory], embeddings: np.ndarray | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[str]:
+        """Store many memories in one transaction; embeddings are computed unless given."""
+        for item in items:
+            self._validate(item)
+        if embeddings is None:
+            embeddings = self.embedder.embed([i.content for i in items])
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        now = self.clock()
+        stamp = iso_of(now)
+        ids = [str(uuid4()) for _ in items]
+        rows = [
+            (
+                ids[n], str(user_id), item.conversation_id,
+                self.sealer.seal(item.content),
+                self.sealer.seal(item.summary if item.summary is not None else item.content[:SUMMARY_CHARS]),
+                self.sealer.seal(json.dumps(list(item.tags))),
+                float(item.importance), item.memory_type.value, stamp, stamp, stamp, now, now,
+                embeddings[n].tobytes(),
+            )
+            for n, item in enumerate(items)
+        ]
+        with self.db.transaction() as db:
+            db.executemany(
+                "INSERT INTO memories (id, user_id, conversation_id, content, summary, tags, importance, memory_type, "
+                "created_at, updated_at, accessed_at, accessed_ts, decay_ts, embedding) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            marks = ",".join("?" * len(ids))
+            rowids = {r["id"]: r["rowid"] for r in db.query(f"SELECT id, rowid FROM memories WHERE id IN ({marks})", ids)}
+            self.keywords.add((rowids[ids[n]], str(user_id), item.content) for n, item in enumerate(items))
+        self._index_add(str(user_id), np.array([rowids[i] for i in ids], dtype=np.int64), embeddings)
+        if progress:
+            progress(len(items))
+        return ids
+
+    def _row(self, user_id: str, memory_id: str) -> dict:
+        row = self.db.one("SELECT * FROM memories WHERE id = ? AND user_id = ?", (str(memory_id), str(user_id)))
+        if row is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return row
+
+    def get(self, user_id: str, memory_id: str) -> Memory:
+        return self._memory(self._row(user_id, memory_id))
+
+    def list(self, user_id: str, limit: int = 100, offset: int = 0) -> list[Memory]:
+        """Newest first."""
+        rows = self.db.query(
+            "SELECT * FROM memories WHERE user_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            (str(user_id), limit, offset),
+        )
+        return [self._memory(r) for r in rows]
+
+    def count(self, user_id: str) -> int:
+        return int(self.db.scalar("SELECT count(*) FROM memories WHERE user_id = ?", (str(user_id),)))
+
+    def delete(self, user_id: str, memory_id: str) -> None:
+        row = self._row(user_id, memory_id)
+        with self.db.transaction() as db:
+            db.execute("DELETE FROM memories WHERE rowid = ?", (row["rowid"],))
+        self._index_remove(str(user_id), [row["rowid"]])
+
+    def stats(self, user_id: str) -> dict:
+        rows = self.db.query(
+            "SELECT memory_type, count(*) AS n FROM memories WHERE user_id = ? GROUP BY memory_type", (str(user_id),)
+        )
+        counts = {MemoryType(r["memory_type"]): r["n"] for r in rows}
+        by_type = [{"memory_type": t.display_name, "count": counts[t]} for t in MemoryType if t in counts]
+        return {"total": sum(counts.values()), "by_type": by_type}
+
+    # --- search ----------------------------------------------------------------------------------
+
+    def search(self, user_id: str, query: str, limit: int = 10, *, query_vector: np.ndarray | None = None,
+               mode: str = "hybrid", rank_by: str = "relevance", include_quarantined: bool = False,
+               candidates: int | None = None) -> list[ScoredMemory]:
+        """Memories of ``user_id`` for ``query``: ``mode`` dense, keyword or hybrid;
+        ``rank_by`` relevance (the spec's formula) or similarity (the retrieval score alone)."""
+        if mode not in ("dense", "keyword", "hybrid"):
+            raise ValidationFailed(f"unknown search mode {mode!r}", [{"field": "mode", "error": "dense, keyword or hybrid"}])
+        user_id = str(user_id)
+        pool = candidates or max(limit * 5, 50)
+        dense: dict[int, float] = {}
+        if mode != "keyword":
+            if query_vector is None:
+                query_vector = self.embedder.embed([query])[0]
+            ids, sims = self.index(user_id).search(query_vector, pool)
+            dense = dict(zip(ids.tolist(), sims.tolist(), strict=True))
+        keyword = self.keywords.search(user_id, query, pool) if mode != "dense" else {}
+        rowids = list(dense.keys() | keyword.keys())
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memories WHERE rowid IN ({marks})", rowids)}
+        if mode != "keyword" and (missing := [r for r in rowids if r not in dense and r in rows]):
+            vectors = np.frombuffer(b"".join(rows[r]["embedding"] for r in missing), dtype=np.float32)
+            sims = vectors.reshape(len(missing), -1) @ np.asarray(query_vector, dtype=np.float32)
+            dense.update(zip(missing, sims.tolist(), strict=True))
+        top_kw = max(keyword.values(), default=0.0) or 1.0
+        now = self.clock()
+        scored = []
+        for rowid, row in rows.items():
+            if row["memory_type"] == MemoryType.QUARANTINED and not include_quarantined:
+                continue
+            cos = dense.get(rowid, 0.0)
+            kw = keyword.get(rowid, 0.0) / top_kw
+            if mode == "dense":
+                similarity = cos
+            elif mode == "keyword":
+                similarity = kw
+            else:
+                similarity = self.hybrid.dense * cos + self.hybrid.keyword * kw
+            hours = max(now - row["accessed_ts"], 0.0) / 3600.0
+            rel = float(relevance(similarity, row["importance"], hours, self.weights))
+            if row["memory_type"] == MemoryType.ARCHIVED:
+                rel *= ARCHIVED_FACTOR
+                similarity *= ARCHIVED_FACTOR
+            fresh = float(np.exp(-0.01 * hours))
+            scored.append((row, cos, kw, fresh, rel, similarity))
+        key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
+        scored.sort(key=key)
+        return [ScoredMemory(self._memory(r), cos, kw, fresh, rel) for r, cos, kw, fresh, rel, _ in scored[:limit]]
+
+    def touch(self, memory_ids: Sequence[str]) -> None:
+        """Record an access: access_count + 1, accessed_at now."""
+        if not memory_ids:
+            return
+        now = self.clock()
+        with self.db.transaction() as db:
+            db.executemany(
+                "UPDATE memories SET access_count = access_count + 1, accessed_at = ?, accessed_ts = ? WHERE id = ?",
+                [(iso_of(now), now, i) for i in memory_ids],
+            )
+
+    def retrieve_for_prompt(self, user_id: str, message: str,
+                            query_vector: np.ndarray | None = None) -> tuple[str, list[ScoredMemory]]:
+        """Context for the model: top ``rag_limit`` above ``rag_threshold`` cosine, ordered by type
+        priority, whole contents within 2,000 characters; the injected memories are touched."""
+        s = self.settings
+        if query_vector is None:
+            query_vector = self.embedder.embed([message])[0]
+        found = self.search(user_id, message, limit=max(s.rag_limit * 4, 20), query_vector=query_vector)
+        eligible = [m for m in found if m.similarity >= s.rag_threshold][: s.rag_limit]
+        ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
+        context = build_context([m.memory.content for m in ordered])
+        used = [m for m in ordered if f"- {' '.join(m.memory.content.split())}" in context]
+        self.touch([m.memory.id for m in used])
+        return context, used
+
+    # --- learning --------------------------------------------------------------------------------
+
+    def learn(self, user_id: str, user_message: str, reply: str = "", *, conversation_id: str | None = None,
+              query_vector: np.ndarray | None = None) -> tuple[Memory, bool]:
+        """Score the exchange and store what the user said, or merge it into a near-identical
+        memory (cosine above ``merge_threshold``). Returns the memory and whether it was merged."""
+        learned = score_exchange(user_message, reply)
+        if query_vector is None:
+            query_vector = self.embedder.embed([user_message])[0]
+        nearest = self.search(user_id, user_message, limit=1, query_vector=query_vector, mode="dense",
+                              rank_by="similarity")
+        if nearest and nearest[0].similarity > self.settings.merge_threshold:
+            return self._merge(nearest[0].memory, user_message, learned.importance, learned.memory_type), True
+        memory = self.add(user_id, user_message, memory_type=learned.memory_type, importance=learned.importance,
+                          conversation_id=conversation_id, embedding=query_vector)
+        return memory, False
+
+    def _merge(self, old: Memory, new_text: str, importance: float, memory_type: MemoryType) -> Memory:
+        """Merge on plaintext: ``old.content`` was opened by ``get``; the union is sealed again."""
+        content = merge_text(old.content, new_text)
+        summary = content[:SUMMARY_CHARS]
+        kind = memory_type if type_rank(memory_type) < type_rank(old.memory_type) else old.memory_type
+        vector = self.embedder.embed([content])[0] if content != old.content else None
+        now = self.clock()
+        row = self._row(old.user_id, old.id)
+        with self.db.transaction() as db:
+            db.execute(
+                "UPDATE memories SET content = ?, summary = ?, importance = ?, memory_type = ?, updated_at = ?, "
+                "embedding = coalesce(?, embedding) WHERE rowid = ?",
+                (self.sealer.seal(content), self.sealer.seal(summary), max(old.importance, importance), kind.value,
+                 iso_of(now), None if vector is None else vector.tobytes(), row["rowid"]),
+            )
+            if content != old.content:
+                self.keywords.remove([row["rowid"]])
+                self.keywords.add([(row["rowid"], old.user_id, content)])
+        if vector is not None:
+            with self._index_lock:
+                index = self._indexes.get(old.user_id)
+            if index is not None:
+                index.remove(np.array([row["rowid"]]))
+                index.add(np.array([row["rowid"]]), vector.reshape(1, -1))
+        return self.get(old.user_id, old.id)
+
+    # --- decay -----------------------------------------------------------------------------------
+
+    def decay(self, user_id: str | None = None, *, now: float | None = None, collect_changes: bool = True,
+              max_changes: int = 1000) -> DecayReport:
+        """One decay cycle (all users, or one), in one SQL statement; then clean up memories below
+        ``min_importance``. ``days`` counts from each memory's previous decay (or creation)."""
+        now = self.clock() if now is None else now
+        base = base_rate_from_factor(self.settings.decay_factor)
+        params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
+        values = ",".join("(?, ?, ?)" for _ in params)
+        flat = [v for p in params for v in p]
+        user_clause, user_args = ("AND memories.user_id = ?", [str(user_id)]) if user_id else ("", [])
+        skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
+        before: dict[str, float] = {}
+        if collect_changes:
+            before = {
+                r["id"]: r["importance"]
+                for r in self.db.query(
+                    f"SELECT id, importance FROM memories WHERE memory_type NOT IN ({skip}) {user_clause}", user_args
+                )
+            }
+        sql = (
+            f"WITH p(t, m, f) AS (VALUES {values}) "
+            "UPDATE memories SET importance = min(1.0, max(importance * exp(-? * p.m / (1.0 + ln(1.0 + access_count)) "
+            "* (max(? - decay_ts, 0.0) / 86400.0)) + min(access_count * 0.005, 0.08), p.f)), decay_ts = ? "
+            "FROM p WHERE p.t = (CASE WHEN memories.memory_type = 'Archived' "
+            "THEN coalesce(memories.original_memory_type, 'Context') ELSE memories.memory_type END) "
+            f"AND memories.memory_type NOT IN ({skip}) {user_clause} "
+            + ("RETURNING memories.id, memories.importance" if collect_changes else "")
+        )
+        report = DecayReport(ran_at=iso_of(now))
+        with self.db.transaction() as db:
+            if collect_changes:
+                after = db.query(sql, [*flat, base, now, now, *user_args])
+                report.processed = len(after)
+                for r in after:
+                    old = before.get(r["id"])
+                    if old is not None and abs(old - r["importance"]) > 1e-12:
+                        report.changed += 1
+                        if len(report.changes) < max_changes:
+                            report.changes.append({"id": r["id"], "before": old, "after": r["importance"]})
+            else:
+                db.execute(sql, [*flat, base, now, now, *user_args])
+                report.processed = report.changed = int(db.scalar("SELECT changes()"))
+            removed = db.query(
+                f"DELETE FROM memories WHERE importance < ? AND memory_type NOT IN ({skip}) {user_clause} "
+                "RETURNING rowid, user_id",
+                [self.settings.min_importance, *user_args],
+            )
+        report.cleaned_up = len(removed)
+        for r in removed:
+            self._index_remove(r["user_id"], [r["rowid"]])
+        return report
