@@ -70,6 +70,12 @@ def serve(
         services.close()
         fail(f"the inference engine is not ready: {health.detail}")
     services.metrics.inference_healthy = True
+    if services.memory is not None:  # load the embedding model now, not on the first chat
+        try:
+            services.memory.embedder.embed(["warm-up"])
+        except AssistantError as exc:
+            services.close()
+            fail(f"the embedding model is not ready: {exc.message}")
     if services.keys.count() == 0:
         key, principal = services.keys.create("default")
         typer.echo(f"No API key existed; created one for user {principal.user_id} (shown once):\n  {key}")

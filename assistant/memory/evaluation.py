@@ -1,0 +1,130 @@
+"""Retrieval evaluation on LoCoMo: store every turn as a memory, search each question, and
+measure recall@k against the evidence turns (LoCoMo's ``recall_acc``).
+
+Used by ``benchmarks/locomo_recall.py`` (all five conversations) and the memory notebook (a
+subset). The data set is read from ``../shared/benchmarks/locomo/`` and never copied.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+MODES = ("dense", "keyword", "hybrid")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    session_date: str
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+
+
+def default_path() -> Path:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent.parent / "shared" / "benchmarks" / "locomo" / "locomo_dev5.json"
+        if candidate.exists():
+            return candidate
+    return Path("../shared/benchmarks/locomo/locomo_dev5.json")
+
+
+_EVIDENCE = re.compile(r"D(\d+):(\d+)")
+
+
+def normalise_evidence(raw: Iterable[str]) -> tuple[str, ...]:
+    """``'D8:6; D9:17'`` -> (D8:6, D9:17); ``'D:11:26'`` -> D11:26; ``'D30:05'`` -> D30:5."""
+    out: list[str] = []
+    for item in raw:
+        fixed = item.replace("D:", "D")
+        out += [f"D{int(s)}:{int(t)}" for s, t in _EVIDENCE.findall(fixed)]
+    return tuple(dict.fromkeys(out))
+
+
+def load(path: Path | str | None = None, conversations: int | None = None) -> list[Conversation]:
+    data = json.loads(Path(path or default_path()).read_text())
+    result = []
+    for sample in data[:conversations]:
+        conv = sample["conversation"]
+        turns = []
+        n = 1
+        while f"session_{n}" in conv:
+            date = conv.get(f"session_{n}_date_time", "")
+            turns += [Turn(t["dia_id"], t["speaker"], t["text"], date) for t in conv[f"session_{n}"]]
+            n += 1
+        questions = tuple(
+            Question(q["question"], normalise_evidence(q.get("evidence", [])), int(q["category"]))
+            for q in sample["qa"]
+        )
+        result.append(Conversation(sample["sample_id"], tuple(turns), questions))
+    return result
+
+
+def memory_text(turn: Turn) -> str:
+    """How a turn is stored as a memory."""
+    return f"{turn.speaker}: {turn.text}"
+
+
+def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
+    if not evidence:
+        return 0.0
+    return len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
+
+
+def evaluate(
+    store_factory: Callable[[], object],
+    conversations: Sequence[Conversation],
+    *,
+    modes: Sequence[str] = MODES,
+    ks: Sequence[int] = (1, 5, 10),
+    categories: Sequence[int] = (1, 2, 3, 4),
+    progress: Callable[[Iterable], Iterable] = lambda it: it,
+):
+    """Recall@k per mode and category, as a pandas DataFrame (rows: mode x category, plus 'all').
+
+    ``store_factory()`` returns a fresh :class:`assistant.memory.store.MemoryStore`; each
+    conversation is stored for its own user through ``add_many`` and searched through ``search``.
+    """
+    import pandas as pd
+
+    from assistant.memory.store import NewMemory
+
+    rows = []
+    for conv in progress(conversations):
+        store = store_factory()
+        user = conv.sample_id
+        ids = store.add_many(user, [NewMemory(memory_text(t)) for t in conv.turns])
+        dia_of = dict(zip(ids, (t.dia_id for t in conv.turns), strict=True))
+        questions = [q for q in conv.questions if q.category in categories and q.evidence]
+        vectors = store.embedder.embed([q.question for q in questions])
+        for q, vector in zip(questions, vectors, strict=True):
+            for mode in modes:
+                found = store.search(user, q.question, max(ks), query_vector=vector, mode=mode, rank_by="similarity")
+                ranked = [dia_of[s.memory.id] for s in found]
+                rows.append({"mode": mode, "category": q.category, "sample_id": conv.sample_id,
+                             **{f"R@{k}": recall_at(ranked, q.evidence, k) for k in ks}})
+    frame = pd.DataFrame(rows)
+    per_cat = frame.groupby(["mode", "category"])[[f"R@{k}" for k in ks]].mean().reset_index()
+    per_cat["category"] = per_cat["category"].map(lambda c: f"{c} {CATEGORIES[c]}")
+    overall = frame.groupby("mode")[[f"R@{k}" for k in ks]].mean().reset_index()
+    overall["category"] = "all " + "-".join(str(c) for c in categories)
+    return pd.concat([per_cat, overall], ignore_index=True)
