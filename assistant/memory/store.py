@@ -313,7 +313,8 @@ class MemoryStore:
             scored.append((row, cos, kw, fresh, rel, similarity))
         key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
         scored.sort(key=key)
-        return [ScoredMemory(self._memory(r), cos, kw, fresh, rel) for r, cos, kw, fresh, rel, _ in scored[:limit]]
+        return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused)
+                for r, cos, kw, fresh, rel, fused in scored[:limit]]
 
     def touch(self, memory_ids: Sequence[str]) -> None:
         """Record an access: access_count + 1, accessed_at now."""
@@ -328,13 +329,18 @@ class MemoryStore:
 
     def retrieve_for_prompt(self, user_id: str, message: str,
                             query_vector: np.ndarray | None = None) -> tuple[str, list[ScoredMemory]]:
-        """Context for the model: top ``rag_limit`` above ``rag_threshold`` cosine, ordered by type
-        priority, whole contents within 2,000 characters; the injected memories are touched."""
+        """Context for the model: top ``rag_limit`` above ``rag_threshold``, ordered by type
+        priority, whole contents within 2,000 characters; the injected memories are touched.
+
+        The threshold applies to the fused retrieval similarity (dense cosine with BM25), not to
+        cosine alone: MiniLM puts a question and the fact that answers it at cosine 0.4-0.45
+        ("Where do I live?" / "... I live in Reykjavik."), under the default 0.5, so cosine alone
+        would almost never let a memory into the prompt."""
         s = self.settings
         if query_vector is None:
             query_vector = self.embedder.embed([message])[0]
         found = self.search(user_id, message, limit=max(s.rag_limit * 4, 20), query_vector=query_vector)
-        eligible = [m for m in found if m.similarity >= s.rag_threshold][: s.rag_limit]
+        eligible = [m for m in found if m.fused >= s.rag_threshold][: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         context = build_context([m.memory.content for m in ordered])
         used = [m for m in ordered if f"- {' '.join(m.memory.content.split())}" in context]

@@ -70,7 +70,8 @@ class Memory:
 @dataclass(frozen=True)
 class ScoredMemory:
     memory: Memory
-    similarity: float
-    keyword: float
+    similarity: float  # dense cosine
+    keyword: float  # BM25, normalised to 0..1
     freshness: float
     relevance: float
+    fused: float = 0.0  # the retrieval similarity (dense and keyword fused), used for rag_threshold

@@ -91,3 +91,23 @@ def test_models_lists_the_installed_default(embedded_server):
     default = [m for m in models if m["default"]]
     assert default and default[0]["id"] == "qwen2.5-coder-0.5b-instruct"
     assert default[0]["parameters"] == "0.5B" and default[0]["context_length"] == 4096
+
+
+def test_a_fact_told_once_is_remembered_in_a_new_conversation(embedded_server):
+    """The real model, the real MiniLM: the fact is learned, retrieved and used."""
+    base, headers, services = embedded_server
+    with httpx.Client(timeout=300) as client:
+        told = client.post(f"{base}/v1/chat", headers=headers,
+                           json={"message": "My name is Zanzibar and I live in Reykjavik."})
+        assert told.status_code == 200, told.text
+        asked = client.post(f"{base}/v1/chat", headers=headers, json={"message": "Where do I live?"})
+        assert asked.status_code == 200, asked.text
+        assert "reykjavik" in asked.json()["content"].lower()
+        status, events = stream_chat(client, base, headers, {"message": "What is my name?"})
+    assert status == 200
+    streamed = "".join(json.loads(d)["delta"] for e, d in events if e == "message")
+    assert "zanzibar" in streamed.lower()
+    remembered = [m for m in services.memory.list(next(iter(services.keys.list()))["user_id"])
+                  if "Zanzibar" in m.content]
+    assert len(remembered) == 1 and remembered[0].memory_type.value == "Fact"
+    assert remembered[0].access_count >= 2
