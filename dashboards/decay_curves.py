@@ -52,7 +52,7 @@ class DecayCurves(pn.viewable.Viewer):
         fig.update_layout(
             title=f"Importance over {self.days} days (decay_factor {self.decay_factor:g}, "
                   f"{self.access_count} accesses)",
-            xaxis_title="days", yaxis_title="importance", yaxis_range=[0, 1.05], legend_title="memory type",
+            xaxis_title="days", yaxis_title="importance", yaxis_rangemode="tozero", legend_title="memory type",
             margin={"l": 50, "r": 20, "t": 60, "b": 40},
         )
         return fig

@@ -8,7 +8,9 @@
 ``days`` is the time since the memory's LAST decay run (or its creation), so running the cycle
 twice does not charge the idle period twice. ``base_decay_rate`` comes from ``memory.decay_factor``
 (0.95 by default) as -ln(decay_factor): a Context memory never accessed keeps 95 % of its
-importance per day. Reinforcement is added once per run; the scheduled job runs daily.
+importance per day. Reinforcement is added once per run; the scheduled job runs daily. The result
+is capped at 1.0, the top of importance's range (the spec's formula alone would let a often-used
+memory climb past it, run after run).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from assistant.memory.types import MemoryType
 
 REINFORCEMENT_PER_ACCESS = 0.005
 REINFORCEMENT_CAP = 0.08
+MAX_IMPORTANCE = 1.0  # importance is defined on 0..1; reinforcement added every run could pass it
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ def decayed_importance(importance, memory_type: MemoryType, access_count, days, 
     """One decay step for one memory type (scalars or arrays of the same type)."""
     params = DECAY_PARAMS[memory_type]
     rate = effective_rate(base_decay_rate, params.modifier, access_count)
-    value = np.maximum(importance * np.exp(-rate * days) + reinforcement(access_count), params.floor)
+    value = np.minimum(np.maximum(importance * np.exp(-rate * days) + reinforcement(access_count), params.floor),
+                       MAX_IMPORTANCE)
     return float(value) if np.ndim(value) == 0 else value
 
 
@@ -84,8 +88,9 @@ def decay_arrays(importance: np.ndarray, type_codes: np.ndarray, access_count: n
     """Vectorised decay of many memories of mixed types (codes from ``TYPE_CODES``)."""
     modifier, floor = params_arrays(type_codes)
     rate = base_decay_rate * modifier / (1.0 + np.log1p(access_count))
-    return np.maximum(importance * np.exp(-rate * days) + np.minimum(access_count * REINFORCEMENT_PER_ACCESS,
-                                                                     REINFORCEMENT_CAP), floor)
+    reinforced = importance * np.exp(-rate * days) + np.minimum(access_count * REINFORCEMENT_PER_ACCESS,
+                                                                REINFORCEMENT_CAP)
+    return np.minimum(np.maximum(reinforced, floor), MAX_IMPORTANCE)
 
 
 def curve(memory_type: MemoryType, access_count: int, days: int = 90, *, base_decay_rate: float,
