@@ -108,7 +108,11 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(data_dir / DB_FILE)
     mem = settings.memory
-    sealer = open_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+    try:
+        sealer = open_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+    except Exception:
+        db.close()
+        raise
     memory = None
     if mem.enabled:
         base_url = settings.inference.base_url if mem.embedding_backend == "ollama" else None

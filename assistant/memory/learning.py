@@ -19,7 +19,8 @@ BONUS = {"naming": 0.40, "identity": 0.35, "correction": 0.30, "preference": 0.2
 
 
 def _cues(*patterns: str) -> re.Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(patterns) + r")\b", re.IGNORECASE)
+    # Not part of a longer word on either side; unlike \b this also works after "no," + space.
+    return re.compile(r"(?<!\w)(?:" + "|".join(patterns) + r")(?!\w)", re.IGNORECASE)
 
 
 CUES = {

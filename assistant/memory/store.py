@@ -339,8 +339,12 @@ class MemoryStore:
         s = self.settings
         if query_vector is None:
             query_vector = self.embedder.embed([message])[0]
-        found = self.search(user_id, message, limit=max(s.rag_limit * 4, 20), query_vector=query_vector)
-        eligible = [m for m in found if m.fused >= s.rag_threshold][: s.rag_limit]
+        # Rank the pool by retrieval similarity so every memory above the threshold is in it
+        # (ranked by relevance, important-but-dissimilar memories could crowd them out), then keep
+        # the most relevant of those.
+        found = self.search(user_id, message, limit=max(s.rag_limit * 10, 50), query_vector=query_vector,
+                            rank_by="similarity")
+        eligible = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)[: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         context = build_context([m.memory.content for m in ordered])
         used = [m for m in ordered if f"- {' '.join(m.memory.content.split())}" in context]

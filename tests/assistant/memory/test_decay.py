@@ -46,12 +46,13 @@ TYPES = list(SPEC_TABLE)
 
 
 def by_hand(importance: float, memory_type: MemoryType, access_count: int, days: float) -> float:
-    """The spec's formula, written out with math.exp and math.log."""
+    """The spec's formula, written out with math.exp and math.log; the result stays within
+    importance's range 0..1 (the spec's formula alone could pass 1.0 through reinforcement)."""
     modifier, floor = SPEC_TABLE[memory_type]
     stab = 1.0 + math.log(1.0 + access_count)
     rate = BASE * modifier / stab
     reinforce = min(access_count * 0.005, 0.08)
-    return max(importance * math.exp(-rate * days) + reinforce, floor)
+    return min(max(importance * math.exp(-rate * days) + reinforce, floor), 1.0)
 
 
 # --- constants ------------------------------------------------------------------------------------
@@ -192,6 +193,17 @@ def test_capped_reinforcement_inside_a_real_step() -> None:
         stab = 1.0 + math.log(1.0 + n)
         expected = 0.7 * math.exp(-BASE * 0.8 / stab * 5.0) + 0.08
         assert decayed_importance(0.7, MemoryType.PREFERENCE, n, 5.0, BASE) == pytest.approx(expected, abs=1e-12)
+
+
+def test_importance_never_passes_1_0() -> None:
+    # 0.98 + 0.08 reinforcement would be 1.06: importance is defined on 0..1
+    assert decayed_importance(0.98, MemoryType.CORRECTION, 20, 0.0, BASE) == 1.0
+    assert decayed_importance(1.0, MemoryType.FACT, 16, 0.1, BASE) == 1.0
+    values = curve(MemoryType.CORRECTION, 30, 60, base_decay_rate=BASE, importance=0.9)
+    assert max(values) == 1.0
+    got = decay_arrays(np.array([0.99, 0.5]), np.array([TYPE_CODES[MemoryType.FACT]] * 2), np.array([16, 0]),
+                       np.array([0.0, 0.0]), BASE)
+    assert got.tolist() == [1.0, 0.5]
 
 
 # --- vectorised decay equals the scalar function -----------------------------------------------------
