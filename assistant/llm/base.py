@@ -7,16 +7,39 @@ Backends are synchronous: generation runs on a worker thread owned by
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and a JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai(self) -> dict[str, Any]:
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ChatMessage:
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()  # on an assistant message that asked for tools
+    tool_call_id: str | None = None  # on a tool message: which call it answers
+    name: str | None = None  # on a tool message: the tool's name
 
 
 @dataclass(frozen=True)
@@ -26,6 +49,7 @@ class GenerationOptions:
     max_tokens: int = 512
     # Called between tokens; returning True stops generation (client gone, deadline passed).
     should_stop: Callable[[], bool] | None = None
+    tools: tuple[ToolSpec, ...] = ()  # tools the model may call this turn
 
 
 @dataclass(frozen=True)
@@ -47,6 +71,13 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class ToolCalls:
+    """The model asks for these tools instead of (or before) answering."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     """End of a stream: the model that answered, token counts and why it stopped."""
 
@@ -55,7 +86,7 @@ class Finished:
     finish_reason: str = "stop"
 
 
-StreamEvent = Delta | Finished
+StreamEvent = Delta | ToolCalls | Finished
 
 
 @dataclass(frozen=True)
@@ -64,6 +95,7 @@ class ChatResult:
     model: str
     usage: TokenUsage
     finish_reason: str = "stop"
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,9 +142,12 @@ class ChatModel(Protocol):
 def collect(events: Iterator[StreamEvent]) -> ChatResult:
     """Run a stream to its end and return the whole answer."""
     parts: list[str] = []
+    calls: list[ToolCall] = []
     for event in events:
         if isinstance(event, Delta):
             parts.append(event.text)
+        elif isinstance(event, ToolCalls):
+            calls.extend(event.calls)
         else:
-            return ChatResult("".join(parts), event.model, event.usage, event.finish_reason)
+            return ChatResult("".join(parts), event.model, event.usage, event.finish_reason, tuple(calls))
     raise RuntimeError("stream ended without a Finished event")

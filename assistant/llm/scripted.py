@@ -25,6 +25,8 @@ from assistant.llm.base import (
     ModelInfo,
     StreamEvent,
     TokenUsage,
+    ToolCall,
+    ToolCalls,
 )
 
 _TOKEN = re.compile(r"\s*\S+")
@@ -39,6 +41,8 @@ def count_tokens(text: str) -> int:
 class _Scripted:
     text: str | None = None
     error: Exception | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    delay_secs: float = 0.0
 
 
 class ScriptedChatModel:
@@ -59,9 +63,15 @@ class ScriptedChatModel:
         self._queue: deque[_Scripted] = deque(_Scripted(text=r) for r in replies or [])
         self._lock = threading.Lock()
 
-    def enqueue(self, text: str | None = None, *, error: Exception | None = None) -> None:
+    def enqueue(self, text: str | None = None, *, error: Exception | None = None,
+                tool_calls: list[ToolCall] | list[tuple[str, dict]] | None = None, delay_secs: float = 0.0) -> None:
+        """Script the next reply: text, an error to raise, or tool calls ``[("name", {args})]``."""
+        calls = tuple(
+            c if isinstance(c, ToolCall) else ToolCall(f"call_{len(self.calls)}_{i}", c[0], dict(c[1]))
+            for i, c in enumerate(tool_calls or ())
+        )
         with self._lock:
-            self._queue.append(_Scripted(text=text, error=error))
+            self._queue.append(_Scripted(text=text, error=error, tool_calls=calls, delay_secs=delay_secs))
 
     def _next(self, messages: list[ChatMessage]) -> _Scripted:
         with self._lock:
@@ -73,8 +83,20 @@ class ScriptedChatModel:
     def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> Iterator[StreamEvent]:
         self.calls.append((list(messages), options))
         scripted = self._next(messages)
+        if scripted.delay_secs:
+            deadline = time.monotonic() + scripted.delay_secs
+            while time.monotonic() < deadline:
+                if options.should_stop is not None and options.should_stop():
+                    yield Finished(options.model or self.model, TokenUsage(0, 0), "cancelled")
+                    return
+                time.sleep(0.005)
         if scripted.error is not None:
             raise scripted.error
+        if scripted.tool_calls:
+            yield ToolCalls(scripted.tool_calls)
+            prompt = sum(count_tokens(m.content) + 4 for m in messages)
+            yield Finished(options.model or self.model, TokenUsage(prompt, 8 * len(scripted.tool_calls)), "tool_calls")
+            return
         pieces = _TOKEN.findall(scripted.text or "")[: options.max_tokens]
         emitted = 0
         reason = "length" if len(pieces) < count_tokens(scripted.text or "") else "stop"

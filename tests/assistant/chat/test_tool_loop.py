@@ -1,0 +1,163 @@
+"""The tool-calling loop with the scripted model: iterations, errors, timeouts, parallelism,
+approvals, enabled tools, and the events of a run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from assistant.config import ToolCallingSettings
+from assistant.chat.tool_loop import LoopEventType, ToolLoop
+from assistant.llm.base import ChatMessage, GenerationOptions
+from assistant.llm.queue import InferenceQueue
+from assistant.llm.scripted import ScriptedChatModel
+from assistant.tools.base import ToolContext, ToolError, ToolRegistry, tool
+
+CALLS: list[tuple[str, float]] = []
+
+
+@tool("weather")
+def get_weather(ctx: ToolContext, location: str) -> dict:
+    """Current weather."""
+    CALLS.append(("get_weather", time.monotonic()))
+    return {"location": location, "temperature_c": 21}
+
+
+@tool("weather")
+def slow_lookup(ctx: ToolContext, seconds: float) -> str:
+    """Sleeps."""
+    CALLS.append(("slow_lookup", time.monotonic()))
+    time.sleep(seconds)
+    return "done"
+
+
+@tool("weather")
+def broken(ctx: ToolContext) -> str:
+    """Always fails."""
+    raise RuntimeError("backend down")
+
+
+@tool("weather")
+def refuses(ctx: ToolContext) -> str:
+    """Reports an error."""
+    raise ToolError("no such city")
+
+
+REGISTRY = ToolRegistry([get_weather, slow_lookup, broken, refuses])
+
+
+def run(model, settings=None, enabled=None, events=None):  # noqa: ANN001, ANN201
+    CALLS.clear()
+    loop = ToolLoop(InferenceQueue(model), REGISTRY, settings or ToolCallingSettings(),
+                    on_event=(events.append if events is not None else None))
+    return asyncio.run(loop.run([ChatMessage("user", "Weather in Paris?")], GenerationOptions(),
+                                ToolContext("u1"), enabled))
+
+
+def tool_messages(model, turn):  # noqa: ANN001, ANN201
+    return [m for m in model.calls[turn][0] if m.role == "tool"]
+
+
+def test_call_observe_answer() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    model.enqueue("It is 21 °C in Paris.")
+    events = []
+    result = run(model, events=events)
+    assert result.content == "It is 21 °C in Paris." and result.finish_reason == "stop" and result.iterations == 2
+    (record,) = result.records
+    assert record.call.name == "get_weather" and record.result == {"location": "Paris", "temperature_c": 21}
+    assert record.error is None and record.duration_ms >= 0
+    (tool_message,) = tool_messages(model, 1)
+    assert '"temperature_c": 21' in tool_message.content and tool_message.name == "get_weather"
+    assert [t.name for t in model.calls[0][1].tools] == ["broken", "get_weather", "refuses", "slow_lookup"]
+    assert [e.type for e in events] == [
+        LoopEventType.RUN_START, LoopEventType.MODEL_START, LoopEventType.MODEL_END, LoopEventType.TOOL_START,
+        LoopEventType.TOOL_END, LoopEventType.MODEL_START, LoopEventType.MODEL_END, LoopEventType.RUN_END,
+    ]
+
+
+def test_json_in_the_content_is_a_call() -> None:
+    model = ScriptedChatModel(['{"name": "get_weather", "arguments": {"location": "Oslo"}}', "Mild in Oslo."])
+    result = run(model)
+    assert result.records[0].result["location"] == "Oslo" and result.content == "Mild in Oslo."
+
+
+def test_errors_are_reported_to_the_model_not_raised() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("nope", {}), ("get_weather", {"city": "Paris"}), ("broken", {}), ("refuses", {})])
+    model.enqueue("Sorry.")
+    result = run(model)
+    errors = {r.call.name: r.error for r in result.records}
+    assert "unknown or disabled tool 'nope'" in errors["nope"]
+    assert "invalid arguments for get_weather" in errors["get_weather"]
+    assert errors["broken"] == "broken failed: RuntimeError: backend down"
+    assert errors["refuses"] == "no such city"
+    assert result.content == "Sorry." and len(tool_messages(model, 1)) == 4
+
+
+def test_max_iterations_stops_the_loop() -> None:
+    model = ScriptedChatModel()
+    for _ in range(6):
+        model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    result = run(model, ToolCallingSettings(max_iterations=3))
+    assert result.finish_reason == "max_iterations" and result.iterations == 3 and len(model.calls) == 3
+    assert len(result.records) == 3 and "stopped (max_iterations)" in result.content
+
+
+def test_enabled_tools_restrict_what_runs_and_what_the_model_sees() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0})])
+    model.enqueue("ok")
+    result = run(model, enabled=["get_weather"])
+    assert [t.name for t in model.calls[0][1].tools] == ["get_weather"]
+    assert "unknown or disabled tool 'slow_lookup'" in result.records[0].error and CALLS == []
+
+
+def test_parallel_execution_overlaps_and_sequential_does_not() -> None:
+    for parallel in (True, False):
+        model = ScriptedChatModel()
+        model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0.3}), ("slow_lookup", {"seconds": 0.3})])
+        model.enqueue("done")
+        threads_before = threading.active_count()
+        result = run(model, ToolCallingSettings(parallel_tool_execution=parallel))
+        starts = sorted(t for _, t in CALLS)
+        assert len(result.records) == 2 and threads_before >= 1
+        # Parallel: the second starts before the first finished; sequential: after it.
+        assert (starts[1] - starts[0] < 0.3) is parallel
+
+
+def test_iteration_timeout_on_a_slow_model_and_on_a_slow_tool() -> None:
+    model = ScriptedChatModel()
+    model.enqueue("late", delay_secs=2)
+    result = run(model, ToolCallingSettings(iteration_timeout_secs=0.2))
+    assert result.finish_reason == "timeout" and result.iterations == 1
+
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": 1})])
+    model.enqueue("gave up waiting")
+    result = run(model, ToolCallingSettings(iteration_timeout_secs=0.2))
+    assert "did not finish within" in result.records[0].error and result.content == "gave up waiting"
+
+
+def test_total_timeout_ends_the_run() -> None:
+    model = ScriptedChatModel()
+    for _ in range(5):
+        model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0.15})])
+    result = run(model, ToolCallingSettings(total_timeout_secs=0.25, iteration_timeout_secs=5))
+    assert result.finish_reason == "timeout" and result.iterations < 5
+
+
+def test_calls_needing_approval_do_not_run() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"}), ("slow_lookup", {"seconds": 0})])
+    model.enqueue("I need your approval for the lookup.")
+    events = []
+    result = run(model, ToolCallingSettings(require_approval_for=["slow_lookup"]), events=events)
+    assert [name for name, _ in CALLS] == ["get_weather"]
+    (approval,) = result.approvals
+    assert approval.call.name == "slow_lookup"
+    gated = next(r for r in result.records if r.call.name == "slow_lookup")
+    assert gated.result["status"] == "approval_required" and gated.result["approval_id"] == approval.id
+    assert any(e.type == LoopEventType.APPROVAL_REQUIRED and e.data["approval_id"] == approval.id for e in events)
