@@ -2,8 +2,19 @@
 
 Words are normalised (lower case, Snowball stem, stop words dropped) and stored as keyed BLAKE2b
 tokens (:meth:`assistant.crypto.Sealer.token`): equal words match, the words themselves are not
-on disk. BM25 (k1 = 1.2, b = 0.75) is computed over the user's memories at query time.
+on disk. BM25 is computed over the user's memories at query time.
 PyStemmer (Snowball, C) is used for stemming because it is fast and dependency-free.
+
+Words are runs of Unicode letters and digits (numbers are kept: "2023", "18th"); a possessive or
+contraction suffix is dropped ("Caroline's" -> "caroline", also with the typographic apostrophe).
+
+``b = 0.5`` rather than the textbook 0.75: memories are short chat messages whose length varies
+with how much was said, not with padding, so a long message is penalised less. On LoCoMo
+(benchmarks/locomo_recall.py, recall@5, categories 1-4) this lifted keyword search from .542 to
+.556 ("Speaker: text" memories) and hybrid search with the store's defaults from .652 to .659;
+k1 from 0.6 to 2.0 stayed within .01, so it stays at 1.2. Dropping question words ("kind",
+"type", "many", "likely", ...) from queries, keeping stop words, not stemming, or indexing word
+pairs did not help (-.03 to +.002).
 """
 
 from __future__ import annotations
@@ -19,8 +30,9 @@ from assistant.crypto import Sealer
 from assistant.storage.db import Database
 
 K1 = 1.2
-B = 0.75
-WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+B = 0.5
+WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
     between both but by can could did do does doing down during each few for from further had has have
@@ -34,14 +46,17 @@ _stemmer = Stemmer.Stemmer("english")
 
 
 def normalise_words(text: str) -> list[str]:
-    words = [w.split("'")[0] for w in WORD.findall(text.lower())]
+    """Lower-cased, stemmed words of ``text`` without stop words (the form that is tokenised)."""
+    words = [w.split("'")[0] for w in WORD.findall(text.lower().translate(APOSTROPHES))]
     return _stemmer.stemWords([w for w in words if w and w not in STOP_WORDS])
 
 
 class KeywordIndex:
-    def __init__(self, db: Database, sealer: Sealer):
+    def __init__(self, db: Database, sealer: Sealer, *, k1: float = K1, b: float = B):
         self.db = db
         self.sealer = sealer
+        self.k1 = k1
+        self.b = b
 
     def terms(self, text: str) -> Counter[bytes]:
         return Counter(self.sealer.token(w) for w in normalise_words(text))
@@ -87,7 +102,7 @@ class KeywordIndex:
         for r in rows:
             idf = math.log(1 + (n - df[r["token"]] + 0.5) / (df[r["token"]] + 0.5))
             tf = r["tf"]
-            norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * (r["term_count"] or 0) / avgdl))
+            norm = tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * (r["term_count"] or 0) / avgdl))
             scores[r["memory_rowid"]] = scores.get(r["memory_rowid"], 0.0) + idf * norm
         best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
         return dict(best)

@@ -45,10 +45,33 @@ MAX_TAGS = 50
 
 @dataclass(frozen=True)
 class HybridWeights:
-    """How dense cosine and normalised BM25 combine into one similarity in [0, 1]."""
+    """How hybrid search scores a memory, in [0, 1].
+
+    ``fused = dense x cosine + keyword x BM25 / best BM25 of the query``: the memory's own match
+    (``ScoredMemory.fused``, what ``rag_threshold`` applies to).
+
+    ``context``: a chat is a sequence; a memory that answers a question often shares no word with
+    it while the message before or after it does ("Which violin teacher should I call?" / "Try
+    Mrs Okafor, she is patient"). Hybrid search therefore ranks by
+    ``min(1, fused + context x n)``, where ``n`` is the best normalised keyword score of the
+    memory's neighbours (the previous and the next memory of the same ``conversation_id``, in the
+    order they were stored); the neighbours of keyword matches join the candidates. Only the
+    neighbours' keyword match counts: their cosine mostly repeats the memory's own (same topic),
+    their words are what it lacks. A memory whose neighbours match no keyword, or that has no
+    conversation, keeps its own ``fused``; ``context = 0`` turns this off. This ranking score is
+    what ``relevance`` uses; ``ScoredMemory.fused`` stays the memory's own match.
+
+    Measured on LoCoMo (benchmarks/locomo_recall.py, recall@5, categories 1-4): this weighted
+    fusion (.579 before the other changes) beat reciprocal-rank fusion (k = 10 to 60: .510 to
+    .557), z-score fusion (.575 to .580) and BM25 divided by the query's maximum possible score
+    instead of the best match (.538 to .572); dense weights 0.5 to 0.7 are within .01 of each
+    other, before and after; a candidate pool of 100 or 200 instead of 50 changed nothing. The
+    neighbour context lifts .609 to .659 (each of the 5 conversations gains .03 to .07; context
+    0.2 / 0.4: .646 / .658; the neighbours' fused score instead of their keyword score: .641)."""
 
     dense: float = 0.6
     keyword: float = 0.4
+    context: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -99,7 +122,7 @@ class MemoryStore:
         embedder: Embedder,
         settings: MemorySettings,
         *,
-        index_kind: str = "exact",
+        index_kind: str = "auto",
         weights: RelevanceWeights = DEFAULT_WEIGHTS,
         hybrid: HybridWeights = HybridWeights(),
         clock: Callable[[], float] = time.time,
@@ -143,16 +166,49 @@ class MemoryStore:
     # --- the vector index ------------------------------------------------------------------------
 
     def index(self, user_id: str) -> VectorIndex:
-        """The user's vector index, built from SQLite on first use."""
+        """The user's vector index, built from SQLite on first use.
+
+        ``index_kind`` ``auto`` (default) is exact while small and IVF when large (see
+        assistant/memory/index.py). The build streams embeddings in rowid chunks, so a million of
+        them never sit in Python objects at once; an index that must be trained (IVF) first gets a
+        random sample of the user's embeddings. Compact indexes re-rank their best candidates with
+        the float32 embeddings read back from SQLite by ``fetch``."""
         with self._index_lock:
             index = self._indexes.get(user_id)
             if index is None:
-                index = create_index(self.index_kind, self.settings.embedding_dimension)
-                rows = self.db.query("SELECT rowid, embedding FROM memories WHERE user_id = ?", (user_id,))
-                if rows:
-                    ids = np.fromiter((r["rowid"] for r in rows), dtype=np.int64, count=len(rows))
-                    vectors = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32)
-                    index.add(ids, vectors.reshape(len(rows), -1))
+                db, dimension, chunk = self.db, self.settings.embedding_dimension, 20_000
+
+                def fetch(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    """Exact float32 embeddings of ``ids`` (those still stored), from SQLite."""
+                    found: list[int] = []
+                    blobs: list[bytes] = []
+                    wanted = [int(i) for i in ids]
+                    for start in range(0, len(wanted), 10_000):
+                        part = wanted[start:start + 10_000]
+                        marks = ",".join("?" * len(part))
+                        for r in db.query(f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", part):
+                            found.append(r["rowid"])
+                            blobs.append(r["embedding"])
+                    vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(found), dimension)
+                    return np.array(found, dtype=np.int64), vectors
+
+                parts, last = [], -1
+                while True:
+                    rows = db.query("SELECT rowid FROM memories WHERE user_id = ? AND rowid > ? ORDER BY rowid "
+                                    "LIMIT ?", (user_id, last, 100_000))
+                    if not rows:
+                        break
+                    parts.append(np.fromiter((r["rowid"] for r in rows), dtype=np.int64, count=len(rows)))
+                    last = int(parts[-1][-1])
+                rowids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+                index = create_index(self.index_kind, dimension, fetch=fetch, expected=len(rowids))
+                wanted = index.training_size(len(rowids)) if hasattr(index, "training_size") else 0
+                if wanted:
+                    sample = np.sort(np.random.default_rng(0).choice(rowids, wanted, replace=False))
+                    index.train(fetch(sample)[1], len(rowids))
+                for start in range(0, len(rowids), chunk):
+                    ids, vectors = fetch(rowids[start:start + chunk])
+                    index.add(ids, vectors)
                 self._indexes[user_id] = index
             return index
 
@@ -286,35 +342,66 @@ class MemoryStore:
             return []
         marks = ",".join("?" * len(rowids))
         rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memories WHERE rowid IN ({marks})", rowids)}
-        if mode != "keyword" and (missing := [r for r in rowids if r not in dense and r in rows]):
+        # Neighbour context (HybridWeights.context): the previous and next memory, in stored order,
+        # of each keyword match in its conversation; they join the candidates. Only a neighbour of a
+        # keyword match can gain anything, so no other adjacency is looked up.
+        context = self.hybrid.context if mode == "hybrid" else 0.0
+        adjacent: dict[int, set[int]] = {}
+        matched = [r for r in keyword if r in rows and rows[r]["conversation_id"] is not None]
+        if context > 0 and matched:
+            conversations = {rows[r]["conversation_id"] for r in matched}
+            cmarks = ",".join("?" * len(conversations))
+            kmarks = ",".join("?" * len(matched))
+            pairs = self.db.query(
+                "SELECT rowid, prev, next FROM (SELECT rowid, lag(rowid) OVER w AS prev, lead(rowid) OVER w AS next "
+                f"FROM memories WHERE user_id = ? AND conversation_id IN ({cmarks}) "
+                f"WINDOW w AS (PARTITION BY conversation_id ORDER BY rowid)) WHERE rowid IN ({kmarks})",
+                (user_id, *conversations, *matched),
+            )
+            for r in pairs:
+                for other in (r["prev"], r["next"]):
+                    if other is not None:
+                        adjacent.setdefault(other, set()).add(r["rowid"])
+            if extra := [r for r in adjacent if r not in rows]:
+                emarks = ",".join("?" * len(extra))
+                more = self.db.query(f"SELECT * FROM memories WHERE rowid IN ({emarks})", extra)
+                rows.update({r["rowid"]: r for r in more})
+        if mode != "keyword" and (missing := [r for r in rows if r not in dense]):
             vectors = np.frombuffer(b"".join(rows[r]["embedding"] for r in missing), dtype=np.float32)
             sims = vectors.reshape(len(missing), -1) @ np.asarray(query_vector, dtype=np.float32)
             dense.update(zip(missing, sims.tolist(), strict=True))
         top_kw = max(keyword.values(), default=0.0) or 1.0
-        now = self.clock()
-        scored = []
+        own: dict[int, tuple[float, float, float]] = {}  # rowid -> (cosine, keyword, fused)
         for rowid, row in rows.items():
             if row["memory_type"] == MemoryType.QUARANTINED and not include_quarantined:
                 continue
             cos = dense.get(rowid, 0.0)
             kw = keyword.get(rowid, 0.0) / top_kw
             if mode == "dense":
-                similarity = cos
+                fused = cos
             elif mode == "keyword":
-                similarity = kw
+                fused = kw
             else:
-                similarity = self.hybrid.dense * cos + self.hybrid.keyword * kw
+                fused = self.hybrid.dense * cos + self.hybrid.keyword * kw
+            own[rowid] = (cos, kw, fused)
+        now = self.clock()
+        scored = []
+        for rowid, (cos, kw, fused) in own.items():
+            row = rows[rowid]
+            near = max((own[n][1] for n in adjacent.get(rowid, ()) if n in own), default=0.0)
+            similarity = min(1.0, fused + context * near) if near else fused
             hours = max(now - row["accessed_ts"], 0.0) / 3600.0
             rel = float(relevance(similarity, row["importance"], hours, self.weights))
             if row["memory_type"] == MemoryType.ARCHIVED:
                 rel *= ARCHIVED_FACTOR
                 similarity *= ARCHIVED_FACTOR
+                fused *= ARCHIVED_FACTOR
             fresh = float(np.exp(-0.01 * hours))
-            scored.append((row, cos, kw, fresh, rel, similarity))
+            scored.append((row, cos, kw, fresh, rel, similarity, fused))
         key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
         scored.sort(key=key)
         return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused)
-                for r, cos, kw, fresh, rel, fused in scored[:limit]]
+                for r, cos, kw, fresh, rel, _, fused in scored[:limit]]
 
     def touch(self, memory_ids: Sequence[str]) -> None:
         """Record an access: access_count + 1, accessed_at now."""
@@ -390,8 +477,12 @@ class MemoryStore:
             with self._index_lock:
                 index = self._indexes.get(old.user_id)
             if index is not None:
-                index.remove(np.array([row["rowid"]]))
-                index.add(np.array([row["rowid"]]), vector.reshape(1, -1))
+                ids = np.array([row["rowid"]], dtype=np.int64)
+                if hasattr(index, "update"):
+                    index.update(ids, vector.reshape(1, -1))
+                else:
+                    index.remove(ids)
+                    index.add(ids, vector.reshape(1, -1))
         return self.get(old.user_id, old.id)
 
     # --- decay -----------------------------------------------------------------------------------

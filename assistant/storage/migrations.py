@@ -129,3 +129,9 @@ def m002_memories(db: Database) -> None:
         CREATE INDEX memory_terms_memory ON memory_terms(memory_rowid);
         """
     )
+
+
+@migration
+def m003_memories_by_conversation(db: Database) -> None:
+    """Hybrid search looks up each candidate's neighbours in its conversation."""
+    db.execute("CREATE INDEX memories_user_conversation ON memories(user_id, conversation_id)")

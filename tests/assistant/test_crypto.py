@@ -241,7 +241,7 @@ def test_tokens_are_equal_for_equal_words(sealer: Sealer) -> None:
 
 
 def test_tokens_reveal_nothing_of_the_word(sealer: Sealer) -> None:
-    for word in ("berlin", "alice", "a", "zanzibar"):
+    for word in ("berlin", "alice", "zanzibar"):  # a one-letter word is in a random 12 bytes 5 % of the time
         token = sealer.token(word)
         assert word.encode() not in token
         assert token != word.encode()
