@@ -245,7 +245,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         result["index_mb"] = inner.memory_bytes() / 2**20 if hasattr(inner, "memory_bytes") else float("nan")
 
         # 1. the shipped index alone, then RSS (before any baseline allocates anything)
-        shipped = Method(f"store.index ({result['kind']})", lambda i: index.search(queries[i], k)[0], nq)
+        shipped = Method(f"store.index(u).search [{result['kind']}] alone", lambda i: index.search(queries[i], k)[0], nq)
         interleaved([shipped], nq, "shipped index")
         result["rss_mb"] = rss_mb()
         result["rss_model_mb"] = rss_model
@@ -262,7 +262,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         for start in range(0, n, 100_000):
             rowid_of.update((r["id"], r["rowid"]) for r in db.query(
                 "SELECT id, rowid FROM memories WHERE rowid > ? AND rowid <= ?", (start, start + 100_000)))
-        e2e = Method("store.search(mode='dense') end to end", e2e_run, nq)
+        e2e = Method("store.search(mode='dense') alone", e2e_run, nq)
         interleaved([e2e], nq, "store.search")
         rowid_of.clear()
 
@@ -286,7 +286,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
             matrix[start:start + len(vectors)] = vectors
         rowid_base = 1
         methods = [
-            Method("shipped index (again)", lambda i: index.search(queries[i], k)[0], nq),
+            Method(f"store.index(u).search [{result['kind']}]", lambda i: index.search(queries[i], k)[0], nq),
             Method("numpy exact float32 (X @ q)", lambda i: exact_topk(matrix, queries[i], k) + rowid_base, nq),
             Method("numpy exact, 1-thread blocks", lambda i: exact_topk(matrix, queries[i], k, True) + rowid_base, nq),
         ]
@@ -389,11 +389,13 @@ def print_result(r: dict) -> None:
           f"(peak so far {peak:,.0f} MB; {r['rss_model_mb']:,.0f} MB of it before the store existed)")
     if r.get("vec_setup"):
         print("sqlite-vec inserts: " + ", ".join(f"{k} {v:.0f} s" for k, v in r["vec_setup"].items()))
-    print(f"\n{'method':44s} {'queries':>7} {'p50 ms':>8} {'p95 ms':>8} {'recall@' + str(r['k']):>9} {'vs exact':>9}")
+    print(f"\n{'method':48s} {'queries':>7} {'p50 ms':>8} {'p95 ms':>8} {'recall@' + str(r['k']):>9} {'vs exact':>9}")
     for row in r["rows"]:
-        print(f"{row['name']:44s} {row['queries']:>7} {row['p50']:>8.2f} {row['p95']:>8.2f} {row['recall']:>9.3f} "
+        print(f"{row['name']:48s} {row['queries']:>7} {row['p50']:>8.2f} {row['p95']:>8.2f} {row['recall']:>9.3f} "
               f"{row['ratio']:>8.3f}x")
-    print("(vs exact: p50 / p50 of the faster numpy exact variant, measured interleaved in this run)")
+    print("(vs exact: p50 / p50 of the faster numpy exact variant. Rows marked 'alone' ran in their own pass "
+          "(warm caches); the others ran interleaved query by query, so each query of the shipped index follows a "
+          "150-1500 MB exact scan that flushed the caches: the ratio the targets are judged on)")
 
 
 def verdict(r: dict) -> list[str]:
@@ -407,9 +409,11 @@ def verdict(r: dict) -> list[str]:
                    f"(target <= {TARGETS['ratio_100k']}), recall@{r['k']} {shipped['recall']:.3f} "
                    f"(target >= {TARGETS['recall']}): {'MET' if ok else 'NOT MET'}")
     else:
-        ok = (shipped["p50"] <= TARGETS["p50_1m_ms"] and r["rss_mb"][0] <= TARGETS["rss_1m_mb"]
+        worst = max(shipped["p50"], r["shipped_p50_interleaved"])
+        ok = (worst <= TARGETS["p50_1m_ms"] and r["rss_mb"][0] <= TARGETS["rss_1m_mb"]
               and shipped["recall"] >= TARGETS["recall"])
-        out.append(f"{r['n']:,}: shipped {r['kind']} p50 {shipped['p50']:.2f} ms (target <= "
+        out.append(f"{r['n']:,}: shipped {r['kind']} p50 {shipped['p50']:.2f} ms alone, "
+                   f"{r['shipped_p50_interleaved']:.2f} ms interleaved (target <= "
                    f"{TARGETS['p50_1m_ms']:.0f}), RSS {r['rss_mb'][0]:,.0f} MB (peak {r['rss_mb'][1]:,.0f}; "
                    f"target <= {TARGETS['rss_1m_mb']:.0f}), recall@{r['k']} {shipped['recall']:.3f}, "
                    f"{ratio:.3f}x numpy exact: {'MET' if ok else 'NOT MET'}")

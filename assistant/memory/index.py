@@ -49,8 +49,11 @@ class ExactIndex:
         return self._n
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add vectors; an id already held is replaced (as in every index kind)."""
         ids = np.asarray(ids, dtype=np.int64)
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dimension)
+        if self._n and np.isin(ids, self._ids[: self._n]).any():
+            self.remove(ids)
         needed = self._n + len(ids)
         if needed > len(self._ids):
             capacity = max(needed, 2 * len(self._ids), 1024)

@@ -186,8 +186,6 @@ def test_update_replaces_the_vector(harness: Harness) -> None:
 
 
 def test_adding_a_held_id_replaces_it(harness: Harness) -> None:
-    if harness.kind == "exact":
-        pytest.skip("ExactIndex (kept as it was) appends; the store never re-adds a held id")
     vectors = clustered(1000, seed=6)
     harness.add(np.arange(1000), vectors)
     new = unit(-vectors[7])
