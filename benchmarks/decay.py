@@ -13,11 +13,10 @@ Measured, per cycle (``--cycles``, each one simulated day after the previous):
 * numpy: ``assistant.memory.decay.decay_arrays`` over the same rows (arrays already in memory:
   the compute alone), and separately the time to read those arrays out of SQLite.
 
-What the schema costs: a memory row is ~2 KB (the 1.5 KB float32 embedding is stored inline), so
-one row fills most of a 4 KB page and an UPDATE of every row rewrites every data page (~4 GB at
-1M rows, through the WAL and its checkpoint). For comparison the run also times the same formula
-as one UPDATE over a narrow table holding only the decay columns of the same rows (a schema
-alternative, not what the store uses), checked against numpy the same way.
+Why the schema splits: a memory row is ~2 KB (the 1.5 KB float32 embedding is inline), so an
+UPDATE of every memory row rewrote every data page (~4 GB at 1M rows through the WAL): 26-44 s.
+The decay state (importance, access count, decay time, decay type) therefore lives in the narrow
+``memory_scores`` table, which is all a cycle rewrites.
 
 Checked: the SQL result equals the numpy result (|difference| <= 1e-9) on ``--sample`` random
 rows, non-decaying types are untouched, and the number of processed rows matches. Target: a
@@ -89,9 +88,13 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
     embedding = rng.standard_normal(384).astype(np.float32).tobytes()
     stamp = iso_of(now)
     sql = (
-        "INSERT INTO memories (id, user_id, conversation_id, content, summary, tags, importance, memory_type, "
-        "created_at, updated_at, accessed_at, accessed_ts, access_count, decay_ts, embedding, term_count, "
-        "original_memory_type) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 12, ?)"
+        "INSERT INTO memories (rowid, id, user_id, conversation_id, content, summary, tags, memory_type, "
+        "created_at, updated_at, accessed_at, embedding, term_count, original_memory_type) "
+        "VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, 12, ?)"
+    )
+    scores_sql = (
+        "INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, accessed_ts, "
+        "decay_ts) VALUES (?, ?, ?, ?, ?, ?, ?)"
     )
     with tqdm(total=rows, desc="setup: insert memories", unit="row", unit_scale=True) as bar:
         for start in range(0, rows, batch):
@@ -101,16 +104,18 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
             access = np.minimum(rng.geometric(0.3, n) - 1, 40)
             decay_ts = now - rng.uniform(0.0, 3.0, n) * DAY
             originals = rng.choice(len(ORIGINAL_TYPES), n)
-            batch_rows = []
+            batch_rows, score_rows = [], []
             for i in range(n):
                 kind = types[kinds[i]]
                 original = ORIGINAL_TYPES[originals[i]].value if kind == MemoryType.ARCHIVED else None
-                batch_rows.append((
-                    f"m{start + i:09d}", f"user-{(start + i) % users}", content, summary, tags,
-                    float(importance[i]), kind.value, stamp, stamp, stamp, float(decay_ts[i]), int(access[i]),
-                    float(decay_ts[i]), embedding, original,
-                ))
-            db.executemany(sql, batch_rows)
+                rowid, user = start + i + 1, f"user-{(start + i) % users}"
+                batch_rows.append((rowid, f"m{start + i:09d}", user, content, summary, tags, kind.value,
+                                   stamp, stamp, stamp, embedding, original))
+                score_rows.append((rowid, user, original or kind.value, float(importance[i]), int(access[i]),
+                                   float(decay_ts[i]), float(decay_ts[i])))
+            with db.transaction():
+                db.executemany(sql, batch_rows)
+                db.executemany(scores_sql, score_rows)
             bar.update(n)
 
 
@@ -118,7 +123,8 @@ def read_arrays(db: Database) -> dict[str, np.ndarray]:
     """rowid, importance, access count, last decay time and decay type code of every memory."""
     codes = {t.value: TYPE_CODES[t] for t in MemoryType}
     rowid, importance, access, decay_ts, code, decays = [], [], [], [], [], []
-    for r in db.query("SELECT rowid, importance, access_count, decay_ts, memory_type, original_memory_type FROM memories"):
+    for r in db.query("SELECT rowid, importance, access_count, decay_ts, memory_type, original_memory_type "
+                      "FROM memory_rows"):
         rowid.append(r["rowid"])
         importance.append(r["importance"])
         access.append(r["access_count"])
@@ -132,36 +138,6 @@ def read_arrays(db: Database) -> dict[str, np.ndarray]:
         "rowid": np.array(rowid, dtype=np.int64), "importance": np.array(importance), "access": np.array(access),
         "decay_ts": np.array(decay_ts), "code": np.array(code, dtype=np.int64), "decays": np.array(decays),
     }
-
-
-def narrow_table_cycle(db: Database, now: float, base: float) -> tuple[float, dict[int, float]]:
-    """The decay formula as one UPDATE over a narrow copy of the decay columns; (seconds, result)."""
-    db.execute("DROP TABLE IF EXISTS bench_decay_state")
-    db.execute("CREATE TABLE bench_decay_state (rid INTEGER PRIMARY KEY, importance REAL NOT NULL, "
-               "access_count INTEGER NOT NULL, decay_ts REAL NOT NULL, memory_type TEXT NOT NULL, "
-               "original_memory_type TEXT)")
-    db.execute("INSERT INTO bench_decay_state SELECT rowid, importance, access_count, decay_ts, memory_type, "
-               "original_memory_type FROM memories")
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    kind = ("(CASE WHEN memory_type = 'Archived' THEN coalesce(original_memory_type, 'Context') "
-            "ELSE memory_type END)")
-    modifier = "CASE " + kind + " " + " ".join(f"WHEN '{t.value}' THEN {p.modifier!r}" for t, p in DECAY_PARAMS.items()) + " END"
-    floor = "CASE " + kind + " " + " ".join(f"WHEN '{t.value}' THEN {p.floor!r}" for t, p in DECAY_PARAMS.items()) + " END"
-    skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
-    known = ",".join(f"'{t.value}'" for t in DECAY_PARAMS)
-    t = time.perf_counter()
-    with db.transaction():
-        db.execute(
-            f"UPDATE bench_decay_state SET importance = min(1.0, max(importance * exp(-? * ({modifier}) "
-            "/ (1.0 + ln(1.0 + access_count)) * (max(? - decay_ts, 0.0) / 86400.0)) "
-            f"+ min(access_count * 0.005, 0.08), {floor})), decay_ts = ? "
-            f"WHERE memory_type NOT IN ({skip}) AND {kind} IN ({known})",
-            (base, now, now),
-        )
-    seconds = time.perf_counter() - t
-    result = {r["rid"]: r["importance"] for r in db.query("SELECT rid, importance FROM bench_decay_state")}
-    db.execute("DROP TABLE bench_decay_state")
-    return seconds, result
 
 
 def main() -> None:
@@ -217,7 +193,7 @@ def main() -> None:
                 chunk = sample_ids[start:start + 10_000].tolist()
                 marks = ",".join("?" * len(chunk))
                 got.update((r["rowid"], r["importance"]) for r in
-                           db.query(f"SELECT rowid, importance FROM memories WHERE rowid IN ({marks})", chunk))
+                           db.query(f"SELECT rowid, importance FROM memory_rows WHERE rowid IN ({marks})", chunk))
             kept = [i for i in pick if int(arrays["rowid"][i]) in got]
             diff = max((abs(got[int(arrays["rowid"][i])] - want[i]) for i in kept), default=0.0)
             removed_expected = int(np.sum(want < settings.min_importance))
@@ -232,17 +208,6 @@ def main() -> None:
                 raise SystemExit(f"SQL and numpy disagree: max diff {diff}, processed {report.processed} vs "
                                  f"{int(decaying.sum())}, cleaned {report.cleaned_up} vs {removed_expected}")
 
-        # The schema alternative, on the rows as they are now, against numpy.
-        now += DAY
-        arrays = read_arrays(db)
-        decaying = arrays["decays"]
-        days = np.maximum(now - arrays["decay_ts"][decaying], 0.0) / DAY
-        want = arrays["importance"].copy()
-        want[decaying] = np.minimum(1.0, decay_arrays(arrays["importance"][decaying], arrays["code"][decaying],
-                                                      arrays["access"][decaying], days, base))
-        narrow_s, narrow = narrow_table_cycle(db, now, base)
-        narrow_diff = float(np.max(np.abs(np.array([narrow[int(r)] for r in arrays["rowid"]]) - want)))
-
         cur, peak = rss_mb()
         sql_p50 = float(np.median(sql_times))
         print(f"\nSQL decay cycle over {args.rows:,} memories: median {sql_p50:.3f} s "
@@ -253,10 +218,7 @@ def main() -> None:
               f"-> SQL / numpy compute = {sql_p50 / np.median(numpy_times):.1f}x, "
               f"SQL / (numpy read + compute) = {sql_p50 / (np.median(numpy_times) + np.median(read_times)):.2f}x")
         print(f"results equal on {args.sample:,} sampled rows per cycle (|diff| <= 1e-9)")
-        print(f"schema alternative (not shipped): the same formula as one UPDATE over a narrow table of the decay "
-              f"columns only: {narrow_s:.3f} s ({sql_p50 / narrow_s:.0f}x less than the memories table), "
-              f"max |diff| vs numpy over all {len(want):,} rows {narrow_diff:.1e}; database "
-              f"{size_mb:,.0f} MB = {size_mb * 1e6 / args.rows:,.0f} bytes per memory")
+        print(f"database {size_mb:,.0f} MB = {size_mb * 1e6 / args.rows:,.0f} bytes per memory")
         print(f"RSS {cur:,.0f} MB (peak {peak:,.0f} MB); {os.cpu_count()} cores, timings on a shared machine")
         db.close()
 

@@ -1,7 +1,7 @@
 """Memory vector search at 100k and 1M memories: latency, recall@k against exact, RSS.
 
 Data that looks like MiniLM's: the turns, observations and event summaries of LoCoMo
-(/work/shared/benchmarks/locomo/locomo_dev5.json, read in place) are encoded with the real
+(../shared/benchmarks/locomo/locomo_dev5.json, read in place) are encoded with the real
 all-MiniLM-L6-v2 (a few thousand sentences); N memories are random picks of those embeddings plus
 Gaussian noise (``--noise`` per dimension, 0.025 = noise norm ~0.49, cosine ~0.9 to the original),
 renormalised. Queries are the LoCoMo questions (not in the corpus), encoded with the same model one
@@ -50,7 +50,9 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-LOCOMO = Path("/work/shared/benchmarks/locomo/locomo_dev5.json")
+from assistant.memory.evaluation import default_path  # noqa: E402
+
+LOCOMO = default_path()  # ../shared/benchmarks/locomo/locomo_dev5.json, read in place
 DIM = 384
 CHUNK = 100_000  # vectors generated (and ground truth computed) per chunk
 USER = "bench-user"
@@ -193,15 +195,20 @@ def build_store(tmp: Path, base: np.ndarray, corpus: list[str], n: int, args: ar
         now = time.time()
         stamp = iso_of(now)
         content, summary, tags = sealer.seal("placeholder " * 10), sealer.seal("placeholder"), sealer.seal("[]")
-        sql = ("INSERT INTO memories (id, user_id, content, summary, tags, importance, memory_type, created_at, "
-               "updated_at, accessed_at, accessed_ts, decay_ts, embedding) "
-               "VALUES (?, ?, ?, ?, ?, 0.5, 'Context', ?, ?, ?, ?, ?, ?)")
+        sql = ("INSERT INTO memories (rowid, id, user_id, content, summary, tags, memory_type, created_at, "
+               "updated_at, accessed_at, embedding) VALUES (?, ?, ?, ?, ?, ?, 'Context', ?, ?, ?, ?)")
+        scores = ("INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, "
+                  "accessed_ts, decay_ts) VALUES (?, ?, 'Context', 0.5, 0, ?, ?)")
         with tqdm(total=n, desc=f"insert {n:,} rows", unit="mem", unit_scale=True) as bar:
             for start, _, vectors in chunks(base, n, args.noise, args.seed):
                 for s in range(0, len(vectors), 20_000):
-                    rows = [(f"m{start + s + i:09d}", USER, content, summary, tags, stamp, stamp, stamp, now, now,
-                             vectors[s + i].tobytes()) for i in range(min(20_000, len(vectors) - s))]
-                    db.executemany(sql, rows)
+                    count = min(20_000, len(vectors) - s)
+                    rowids = [start + s + i + 1 for i in range(count)]
+                    rows = [(r, f"m{r - 1:09d}", USER, content, summary, tags, stamp, stamp, stamp,
+                             vectors[s + i].tobytes()) for i, r in enumerate(rowids)]
+                    with db.transaction():
+                        db.executemany(sql, rows)
+                        db.executemany(scores, [(r, USER, now, now) for r in rowids])
                     bar.update(len(rows))
     insert_s = time.perf_counter() - t
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -97,6 +97,14 @@ def iso_of(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def decay_type(memory_type: MemoryType, original: MemoryType | None = None) -> str:
+    """Whose decay parameters apply: an Archived memory decays by its original type (Context when
+    it has none); the others by their own."""
+    if memory_type == MemoryType.ARCHIVED:
+        return (original or MemoryType.CONTEXT).value
+    return memory_type.value
+
+
 def merge_text(old: str, new: str) -> str:
     """Join two plaintexts: keep the old sentences, add the new ones not already there."""
     if new.strip().lower() in old.lower():
@@ -265,20 +273,24 @@ class MemoryStore:
                 self.sealer.seal(item.content),
                 self.sealer.seal(item.summary if item.summary is not None else item.content[:SUMMARY_CHARS]),
                 self.sealer.seal(json.dumps(list(item.tags))),
-                float(item.importance), item.memory_type.value, stamp, stamp, stamp, now, now,
-                embeddings[n].tobytes(),
+                item.memory_type.value, stamp, stamp, stamp, embeddings[n].tobytes(),
             )
             for n, item in enumerate(items)
         ]
         with self.db.transaction() as db:
             db.executemany(
-                "INSERT INTO memories (id, user_id, conversation_id, content, summary, tags, importance, memory_type, "
-                "created_at, updated_at, accessed_at, accessed_ts, decay_ts, embedding) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories (id, user_id, conversation_id, content, summary, tags, memory_type, "
+                "created_at, updated_at, accessed_at, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             marks = ",".join("?" * len(ids))
             rowids = {r["id"]: r["rowid"] for r in db.query(f"SELECT id, rowid FROM memories WHERE id IN ({marks})", ids)}
+            db.executemany(
+                "INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, accessed_ts, "
+                "decay_ts) VALUES (?, ?, ?, ?, 0, ?, ?)",
+                [(rowids[ids[n]], str(user_id), decay_type(item.memory_type), float(item.importance), now, now)
+                 for n, item in enumerate(items)],
+            )
             self.keywords.add((rowids[ids[n]], str(user_id), item.content) for n, item in enumerate(items))
         self._index_add(str(user_id), np.array([rowids[i] for i in ids], dtype=np.int64), embeddings)
         if progress:
@@ -286,7 +298,7 @@ class MemoryStore:
         return ids
 
     def _row(self, user_id: str, memory_id: str) -> dict:
-        row = self.db.one("SELECT * FROM memories WHERE id = ? AND user_id = ?", (str(memory_id), str(user_id)))
+        row = self.db.one("SELECT * FROM memory_rows WHERE id = ? AND user_id = ?", (str(memory_id), str(user_id)))
         if row is None:
             raise NotFoundError(f"memory {memory_id} not found")
         return row
@@ -297,7 +309,7 @@ class MemoryStore:
     def list(self, user_id: str, limit: int = 100, offset: int = 0) -> list[Memory]:
         """Newest first."""
         rows = self.db.query(
-            "SELECT * FROM memories WHERE user_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            "SELECT * FROM memory_rows WHERE user_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
             (str(user_id), limit, offset),
         )
         return [self._memory(r) for r in rows]
@@ -341,7 +353,7 @@ class MemoryStore:
         if not rowids:
             return []
         marks = ",".join("?" * len(rowids))
-        rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memories WHERE rowid IN ({marks})", rowids)}
+        rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memory_rows WHERE rowid IN ({marks})", rowids)}
         # Neighbour context (HybridWeights.context): the previous and next memory, in stored order,
         # of each keyword match in its conversation; they join the candidates. Only a neighbour of a
         # keyword match can gain anything, so no other adjacency is looked up.
@@ -364,7 +376,7 @@ class MemoryStore:
                         adjacent.setdefault(other, set()).add(r["rowid"])
             if extra := [r for r in adjacent if r not in rows]:
                 emarks = ",".join("?" * len(extra))
-                more = self.db.query(f"SELECT * FROM memories WHERE rowid IN ({emarks})", extra)
+                more = self.db.query(f"SELECT * FROM memory_rows WHERE rowid IN ({emarks})", extra)
                 rows.update({r["rowid"]: r for r in more})
         if mode != "keyword" and (missing := [r for r in rows if r not in dense]):
             vectors = np.frombuffer(b"".join(rows[r]["embedding"] for r in missing), dtype=np.float32)
@@ -409,9 +421,11 @@ class MemoryStore:
             return
         now = self.clock()
         with self.db.transaction() as db:
+            db.executemany("UPDATE memories SET accessed_at = ? WHERE id = ?", [(iso_of(now), i) for i in memory_ids])
             db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, accessed_at = ?, accessed_ts = ? WHERE id = ?",
-                [(iso_of(now), now, i) for i in memory_ids],
+                "UPDATE memory_scores SET access_count = access_count + 1, accessed_ts = ? "
+                "WHERE memory_rowid = (SELECT rowid FROM memories WHERE id = ?)",
+                [(now, i) for i in memory_ids],
             )
 
     def retrieve_for_prompt(self, user_id: str, message: str,
@@ -465,10 +479,14 @@ class MemoryStore:
         row = self._row(old.user_id, old.id)
         with self.db.transaction() as db:
             db.execute(
-                "UPDATE memories SET content = ?, summary = ?, importance = ?, memory_type = ?, updated_at = ?, "
+                "UPDATE memories SET content = ?, summary = ?, memory_type = ?, updated_at = ?, "
                 "embedding = coalesce(?, embedding) WHERE rowid = ?",
-                (self.sealer.seal(content), self.sealer.seal(summary), max(old.importance, importance), kind.value,
-                 iso_of(now), None if vector is None else vector.tobytes(), row["rowid"]),
+                (self.sealer.seal(content), self.sealer.seal(summary), kind.value, iso_of(now),
+                 None if vector is None else vector.tobytes(), row["rowid"]),
+            )
+            db.execute(
+                "UPDATE memory_scores SET importance = ?, decay_type = ? WHERE memory_rowid = ?",
+                (max(old.importance, importance), decay_type(kind, old.original_memory_type), row["rowid"]),
             )
             if content != old.content:
                 self.keywords.remove([row["rowid"]])
@@ -496,44 +514,51 @@ class MemoryStore:
         params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
         values = ",".join("(?, ?, ?)" for _ in params)
         flat = [v for p in params for v in p]
-        user_clause, user_args = ("AND memories.user_id = ?", [str(user_id)]) if user_id else ("", [])
+        user_clause, user_args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
         skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
-        before: dict[str, float] = {}
+        before: dict[int, float] = {}
         if collect_changes:
             before = {
-                r["id"]: r["importance"]
+                r["memory_rowid"]: r["importance"]
                 for r in self.db.query(
-                    f"SELECT id, importance FROM memories WHERE memory_type NOT IN ({skip}) {user_clause}", user_args
+                    f"SELECT memory_rowid, importance FROM memory_scores WHERE decay_type NOT IN ({skip}) {user_clause}",
+                    user_args,
                 )
             }
+        # One pass over the narrow memory_scores rows; decay_type is the type whose parameters
+        # apply (an Archived memory keeps its original type there).
         sql = (
             f"WITH p(t, m, f) AS (VALUES {values}) "
-            "UPDATE memories SET importance = min(1.0, max(importance * exp(-? * p.m / (1.0 + ln(1.0 + access_count)) "
-            "* (max(? - decay_ts, 0.0) / 86400.0)) + min(access_count * 0.005, 0.08), p.f)), decay_ts = ? "
-            "FROM p WHERE p.t = (CASE WHEN memories.memory_type = 'Archived' "
-            "THEN coalesce(memories.original_memory_type, 'Context') ELSE memories.memory_type END) "
-            f"AND memories.memory_type NOT IN ({skip}) {user_clause} "
-            + ("RETURNING memories.id, memories.importance" if collect_changes else "")
+            "UPDATE memory_scores SET importance = min(1.0, max(importance * exp(-? * p.m / (1.0 + ln(1.0 + "
+            "access_count)) * (max(? - decay_ts, 0.0) / 86400.0)) + min(access_count * 0.005, 0.08), p.f)), "
+            f"decay_ts = ? FROM p WHERE p.t = memory_scores.decay_type AND decay_type NOT IN ({skip}) {user_clause} "
+            + ("RETURNING memory_rowid, importance" if collect_changes else "")
         )
         report = DecayReport(ran_at=iso_of(now))
         with self.db.transaction() as db:
             if collect_changes:
                 after = db.query(sql, [*flat, base, now, now, *user_args])
                 report.processed = len(after)
-                for r in after:
-                    old = before.get(r["id"])
-                    if old is not None and abs(old - r["importance"]) > 1e-12:
-                        report.changed += 1
-                        if len(report.changes) < max_changes:
-                            report.changes.append({"id": r["id"], "before": old, "after": r["importance"]})
+                changed = [(r["memory_rowid"], before[r["memory_rowid"]], r["importance"]) for r in after
+                           if r["memory_rowid"] in before and abs(before[r["memory_rowid"]] - r["importance"]) > 1e-12]
+                report.changed = len(changed)
+                shown = changed[:max_changes]
+                if shown:
+                    marks = ",".join("?" * len(shown))
+                    ids = {r["rowid"]: r["id"] for r in db.query(
+                        f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", [c[0] for c in shown])}
+                    report.changes = [{"id": ids[rowid], "before": b, "after": a} for rowid, b, a in shown]
             else:
                 db.execute(sql, [*flat, base, now, now, *user_args])
                 report.processed = report.changed = int(db.scalar("SELECT changes()"))
-            removed = db.query(
-                f"DELETE FROM memories WHERE importance < ? AND memory_type NOT IN ({skip}) {user_clause} "
-                "RETURNING rowid, user_id",
+            doomed = db.query(
+                f"SELECT memory_rowid AS rowid, user_id FROM memory_scores WHERE importance < ? "
+                f"AND decay_type NOT IN ({skip}) {user_clause}",
                 [self.settings.min_importance, *user_args],
             )
+            if doomed:
+                db.executemany("DELETE FROM memories WHERE rowid = ?", [(r["rowid"],) for r in doomed])
+            removed = doomed
         report.cleaned_up = len(removed)
         for r in removed:
             self._index_remove(r["user_id"], [r["rowid"]])

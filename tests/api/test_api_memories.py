@@ -194,7 +194,8 @@ def test_decay_only_touches_the_callers_memories(client, auth, other_auth) -> No
 def test_decay_runs_the_formula_over_elapsed_days(client, auth, services, api_key) -> None:
     body = create(client, auth, memory_type="context", importance=0.8)
     # simulate ten idle days: move the memory's last decay back
-    services.db.execute("UPDATE memories SET decay_ts = decay_ts - 10 * 86400 WHERE id = ?", (body["id"],))
+    services.db.execute("UPDATE memory_scores SET decay_ts = decay_ts - 10 * 86400 "
+                        "WHERE memory_rowid = (SELECT rowid FROM memories WHERE id = ?)", (body["id"],))
     result = client.post("/v1/memories/decay", headers=auth).json()
     assert result["changed"] == 1
     change = result["changes"][0]
