@@ -38,6 +38,9 @@ lab: setup
 
 bench: setup
 	$(BIN)/python benchmarks/chat_overhead.py
+	$(BIN)/python benchmarks/memory_search.py
+	$(BIN)/python benchmarks/decay.py
+	$(BIN)/python benchmarks/locomo_recall.py
 
 clean-venv:
 	rm -rf $(VENV)
