@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._measure import rss_mb  # noqa: E402
 
 from assistant.config import MemorySettings  # noqa: E402
 from assistant.crypto import NONCE_BYTES, Sealer  # noqa: E402
@@ -65,16 +66,6 @@ TYPE_MIX = {
     MemoryType.ARCHIVED: 0.06, MemoryType.QUARANTINED: 0.02,
 }
 ORIGINAL_TYPES = (MemoryType.CONTEXT, MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.TOOL_RESULT)
-
-
-def rss_mb() -> tuple[float, float]:
-    """Current and peak resident set size of this process, MB."""
-    current = 0.0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) / 1024
-    return current, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: int = 20_000) -> None:

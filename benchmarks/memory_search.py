@@ -36,7 +36,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,8 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._measure import rss_mb  # noqa: E402
 
 from assistant.memory.evaluation import default_path  # noqa: E402
 
@@ -116,16 +117,6 @@ def chunks(base: np.ndarray, n: int, noise: float, seed: int) -> Iterator[tuple[
 
 
 # --- measurement helpers ---------------------------------------------------------------------------
-
-
-def rss_mb() -> tuple[float, float]:
-    """(current, peak) resident set size of this process in MB."""
-    current = 0.0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) / 1024
-    return current, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pct(values: list[float], q: float) -> float:
