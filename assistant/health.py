@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import httpx
 
 from assistant.llm.base import ChatModel, Health
-from assistant.storage.analytics import Analytics, Percentiles
 from assistant.storage.db import Database
 
 SERVICE_NAMES = ("inference", "database", "cache", "messenger", "email", "calendar", "weather")
@@ -60,7 +59,3 @@ def http_health(url: str, timeout_secs: float = 2.0) -> ServiceHealth:
         return ServiceHealth(False, None, str(exc))
     latency = round((time.perf_counter() - start) * 1000)
     return ServiceHealth(response.status_code < 500, latency, f"HTTP {response.status_code}")
-
-
-def latency_percentiles(analytics: Analytics) -> Percentiles:
-    return analytics.percentiles("request")

@@ -67,22 +67,29 @@ def order_for_prompt(items: Sequence, key_type=lambda m: m.memory_type, key_rele
     return sorted(items, key=lambda m: (type_rank(key_type(m)), -(key_relevance(m) if key_relevance else 0.0)))
 
 
-def build_context(contents: Sequence[str], budget: int = CONTEXT_BUDGET_CHARS) -> str:
-    """The preamble and whole memories, in the given order, within ``budget`` characters.
+def _line(text: str) -> str:
+    return f"- {' '.join(text.split())}"
+
+
+def fit_in_budget(contents: Sequence[str], budget: int = CONTEXT_BUDGET_CHARS) -> list[int]:
+    """Indices of the whole memories that fit in ``budget`` characters, in the given order.
 
     A memory that would not fit whole is left out (the next, shorter one may still fit).
     """
-    if not contents:
-        return ""
-    lines: list[str] = []
+    kept: list[int] = []
     used = 0
-    for text in contents:
-        line = f"- {' '.join(text.split())}"
-        if used + len(line) + 1 > budget:
-            continue
-        lines.append(line)
-        used += len(line) + 1
-    return f"{PREAMBLE}\n" + "\n".join(lines) if lines else ""
+    for i, text in enumerate(contents):
+        size = len(_line(text)) + 1
+        if used + size <= budget:
+            kept.append(i)
+            used += size
+    return kept
+
+
+def build_context(contents: Sequence[str], budget: int = CONTEXT_BUDGET_CHARS) -> str:
+    """The preamble and the memories :func:`fit_in_budget` keeps, one per line."""
+    kept = fit_in_budget(contents, budget)
+    return f"{PREAMBLE}\n" + "\n".join(_line(contents[i]) for i in kept) if kept else ""
 
 
 def hours_between(earlier_iso: str, later_epoch: float) -> float:
@@ -99,5 +106,5 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 __all__ = [
     "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "TYPE_PRIORITY", "RelevanceWeights",
-    "build_context", "cosine", "freshness", "hours_between", "order_for_prompt", "relevance", "type_rank",
+    "build_context", "cosine", "fit_in_budget", "freshness", "hours_between", "order_for_prompt", "relevance", "type_rank",
 ]

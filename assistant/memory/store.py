@@ -18,6 +18,7 @@ from uuid import uuid4
 
 import numpy as np
 
+from assistant.clock import iso
 from assistant.config import MemorySettings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
@@ -31,6 +32,8 @@ from assistant.memory.scoring import (
     DEFAULT_WEIGHTS,
     RelevanceWeights,
     build_context,
+    fit_in_budget,
+    freshness,
     order_for_prompt,
     relevance,
     type_rank,
@@ -94,7 +97,7 @@ class DecayReport:
 
 
 def iso_of(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso(datetime.fromtimestamp(epoch, UTC))
 
 
 def decay_type(memory_type: MemoryType, original: MemoryType | None = None) -> str:
@@ -408,7 +411,7 @@ class MemoryStore:
                 rel *= ARCHIVED_FACTOR
                 similarity *= ARCHIVED_FACTOR
                 fused *= ARCHIVED_FACTOR
-            fresh = float(np.exp(-0.01 * hours))
+            fresh = float(freshness(hours))
             scored.append((row, cos, kw, fresh, rel, similarity, fused))
         key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
         scored.sort(key=key)
@@ -447,8 +450,9 @@ class MemoryStore:
                             rank_by="similarity")
         eligible = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)[: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
-        context = build_context([m.memory.content for m in ordered])
-        used = [m for m in ordered if f"- {' '.join(m.memory.content.split())}" in context]
+        contents = [m.memory.content for m in ordered]
+        used = [ordered[i] for i in fit_in_budget(contents)]
+        context = build_context(contents)
         self.touch([m.memory.id for m in used])
         return context, used
 
