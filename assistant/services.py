@@ -29,6 +29,8 @@ from assistant.security import KeyStore
 from assistant.storage.analytics import Analytics
 from assistant.storage.db import Database
 from assistant.system import SystemMonitor
+from assistant.tools.base import CapabilityDeps
+from assistant.tools.catalog import Toolbox, build_toolbox
 
 DB_FILE = "assistant.db"
 ANALYTICS_FILE = "analytics.duckdb"
@@ -50,6 +52,7 @@ class Services:
     rate_limiter: RateLimiter | None
     sealer: Sealer
     memory: MemoryStore | None = None
+    tools: Toolbox | None = None
     scheduler: Any = None  # an APScheduler scheduler once `start_background` ran
     started_at: float = field(default_factory=time.time)
 
@@ -88,6 +91,8 @@ class Services:
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         self.queue.close()
+        if self.tools is not None:
+            self.tools.close()
         self.analytics.close()
         self.db.close()
 
@@ -126,6 +131,11 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     )
     conversations = ConversationStore(db, sealer)
     security = settings.security
+    try:
+        toolbox = build_toolbox(CapabilityDeps(settings, db, sealer, data_dir, memory))
+    except Exception:
+        db.close()
+        raise
     return Services(
         settings=settings,
         db=db,
@@ -141,4 +151,5 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         rate_limiter=RateLimiter(security.rate_limit_rpm) if security.rate_limit_enabled else None,
         sealer=sealer,
         memory=memory,
+        tools=toolbox,
     )

@@ -14,27 +14,74 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from assistant.errors import ConfigError
 from assistant.llm.base import ToolSpec
+
+B = TypeVar("B")
 
 
 class ToolError(Exception):
     """A failure reported back to the model as the tool's result (never a crashed request)."""
 
 
+class CapabilityUnavailable(Exception):
+    """A configured capability whose backend cannot be set up here (its tools are not registered)."""
+
+
 @dataclass
 class ToolContext:
-    """What a tool may use: the caller, and the services of its capability."""
+    """What a tool may use: the caller and the backends of the configured capabilities."""
 
     user_id: UUID | str
-    services: Any = None  # assistant.services.Services (typed loosely to avoid an import cycle)
+    backends: Mapping[str, Any] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def backend(self, capability: str) -> Any:
+        try:
+            return self.backends[capability]
+        except KeyError:
+            raise ToolError(f"the {capability} capability is not configured") from None
+
+
+@dataclass(frozen=True)
+class CapabilityDeps:
+    """What a capability's backend factory may use (all real: the service's own storage)."""
+
+    settings: Any  # assistant.config.Settings
+    db: Any = None  # assistant.storage.db.Database
+    sealer: Any = None  # assistant.crypto.Sealer
+    data_dir: Path | None = None
+    memory: Any = None  # assistant.memory.store.MemoryStore | None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A named capability: its tools, whether its settings section is configured, and how to build
+    its backend. ``create`` may raise :class:`CapabilityUnavailable` (the tools then stay out)."""
+
+    name: str
+    tools: tuple[Tool, ...]
+    configured: Callable[[Any], bool]  # Settings -> bool
+    create: Callable[[CapabilityDeps], Any]
+    description: str = ""
+
+
+def pick_backend(section: str, backends: Mapping[str, Callable[..., B]], backend_id: str) -> Callable[..., B]:
+    """The factory registered under ``backend_id``; an unknown id is a configuration error."""
+    try:
+        return backends[backend_id]
+    except KeyError:
+        known = ", ".join(sorted(backends))
+        raise ConfigError(f"{section}.backend: unknown backend {backend_id!r}; known: {known}") from None
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,13 @@ from typing import Annotated
 from pydantic import Field
 
 from assistant.memory.types import CREATABLE, MemoryType
-from assistant.tools.base import ToolContext, ToolError, tool
+from assistant.tools.base import Capability, CapabilityDeps, CapabilityUnavailable, ToolContext, ToolError, tool
 
 TYPES = [t.request_value for t in CREATABLE]
 
 
 def _store(ctx: ToolContext):  # noqa: ANN202
-    memory = getattr(ctx.services, "memory", None)
-    if memory is None:
-        raise ToolError("the memory store is disabled")
-    return memory
+    return ctx.backend("memory")
 
 
 @tool("memory", icon="🧠")
@@ -47,3 +44,15 @@ def recall_memory(
 
 
 MEMORY_TOOLS = (store_memory, recall_memory)
+
+
+def _create(deps: CapabilityDeps):  # noqa: ANN202
+    if deps.memory is None:
+        raise CapabilityUnavailable("the memory store is disabled ([memory] enabled = false)")
+    return deps.memory
+
+
+CAPABILITY = Capability(
+    "memory", MEMORY_TOOLS, configured=lambda settings: settings.memory.enabled, create=_create,
+    description="the current user's memory store",
+)

@@ -48,11 +48,11 @@ def test_registry_keeps_only_configured_capabilities() -> None:
 
 def test_memory_tools_use_the_callers_store(make_settings, make_services) -> None:
     services = make_services(make_settings())
-    ctx = ToolContext("user-a", services)
+    ctx = services.tools.context("user-a")
     stored = store_memory(ctx, {"content": "Alice's favourite colour is teal", "memory_type": "preference"})
     assert stored["stored"] is True and stored["memory_type"] == "Preference"
     found = recall_memory(ctx, {"query": "favourite colour teal"})
     assert found[0]["content"] == "Alice's favourite colour is teal"
-    assert recall_memory(ToolContext("user-b", services), {"query": "favourite colour teal"}) == []
+    assert recall_memory(services.tools.context("user-b"), {"query": "favourite colour teal"}) == []
     with pytest.raises(ToolError, match="memory_type"):
         store_memory(ctx, {"content": "x", "memory_type": "opinion"})

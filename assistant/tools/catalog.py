@@ -1,0 +1,75 @@
+"""Every capability the assistant knows, and the toolbox built from the configured ones.
+
+A capability is registered when its settings section is configured *and* its backend can be set up
+(``Capability.create`` may refuse with :class:`CapabilityUnavailable`, e.g. no sandbox for
+execute_code). ``Toolbox.status`` keeps, for every capability, whether it is configured, available
+and why not, for ``GET /v1/tools`` and the notebook.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from assistant.tools import memory_tools
+from assistant.tools.base import Capability, CapabilityDeps, CapabilityUnavailable, ToolContext, ToolRegistry
+
+log = logging.getLogger("assistant.tools")
+
+CAPABILITIES: tuple[Capability, ...] = (
+    memory_tools.CAPABILITY,
+)
+
+
+@dataclass(frozen=True)
+class CapabilityStatus:
+    name: str
+    configured: bool
+    available: bool
+    tools: tuple[str, ...]
+    reason: str | None = None
+    description: str = ""
+
+
+@dataclass
+class Toolbox:
+    registry: ToolRegistry
+    backends: dict[str, Any] = field(default_factory=dict)
+    status: list[CapabilityStatus] = field(default_factory=list)
+
+    def context(self, user_id: UUID | str, **extras: Any) -> ToolContext:
+        return ToolContext(user_id, self.backends, dict(extras))
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            close = getattr(backend, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # closing is best effort at shutdown
+                    log.exception("closing a tool backend failed")
+
+
+def build_toolbox(deps: CapabilityDeps, capabilities: Iterable[Capability] = CAPABILITIES) -> Toolbox:
+    """Build the backend of every configured capability and register its tools."""
+    registry = ToolRegistry()
+    toolbox = Toolbox(registry)
+    for cap in capabilities:
+        names = tuple(t.name for t in cap.tools)
+        if not cap.configured(deps.settings):
+            toolbox.status.append(CapabilityStatus(cap.name, False, False, names, "not configured", cap.description))
+            continue
+        try:
+            backend = cap.create(deps)
+        except CapabilityUnavailable as exc:
+            log.warning("capability %s is configured but unavailable: %s", cap.name, exc)
+            toolbox.status.append(CapabilityStatus(cap.name, True, False, names, str(exc), cap.description))
+            continue
+        toolbox.backends[cap.name] = backend
+        for t in cap.tools:
+            registry.register(t)
+        toolbox.status.append(CapabilityStatus(cap.name, True, True, names, None, cap.description))
+    return toolbox
