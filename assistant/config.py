@@ -201,6 +201,7 @@ class EmailSettings(Section):
     password: str | None = None
     from_address: str | None = None
     mailbox: str = "INBOX"
+    drafts_mailbox: str = "Drafts"  # the draft store: drafts are IMAP messages flagged \\Draft here
     timeout_secs: float = Field(15, gt=0, le=300)
 
 
