@@ -13,9 +13,10 @@ back to the model as that call's result; they never fail the request. Every step
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -24,15 +25,20 @@ from uuid import uuid4
 from assistant.config import ToolCallingSettings
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall, ToolCalls
 from assistant.llm.queue import InferenceQueue
+from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, classify_start, parse_tool_calls
 from assistant.tools.base import ToolContext, ToolError, ToolRegistry
-from assistant.tools.parsing import parse_tool_calls
 
 MAX_RESULT_CHARS = 4000
+MALFORMED_FEEDBACK = (
+    "Your last reply looked like a tool call but it is not valid JSON of the form "
+    '{"name": "<tool name>", "arguments": {...}}. Call a tool with exactly that, or answer in plain text.'
+)
 
 
 class LoopEventType(StrEnum):
     RUN_START = "run-start"
     MODEL_START = "model-start"
+    MESSAGE_DELTA = "message-delta"  # a piece of the final answer, as it is generated
     MODEL_END = "model-end"
     TOOL_START = "tool-start"
     TOOL_END = "tool-end"
@@ -54,6 +60,7 @@ class ToolRecord:
     result: Any
     error: str | None
     duration_ms: float
+    status: str = "ok"  # ok | error | approval_required
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,23 @@ class LoopResult:
     model: str
     usage: TokenUsage
     iterations: int
-    finish_reason: str  # stop | max_iterations | timeout
+    finish_reason: str  # stop | length | max_iterations | timeout
     records: list[ToolRecord] = field(default_factory=list)
     approvals: list[ApprovalRequest] = field(default_factory=list)
+    generation_ms: float = 0.0  # time spent waiting for the model (the rest is loop overhead)
+
+
+@dataclass
+class _Turn:
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    finished: Finished | None = None
+    state: str = UNDECIDED
+    timed_out: bool = False
+
+
+_DONE = object()
+MALFORMED = "(malformed call)"
 
 
 class ToolLoop:
@@ -89,61 +110,122 @@ class ToolLoop:
         self.on_event = on_event or (lambda event: None)
         self.clock = clock
 
-    def _emit(self, kind: LoopEventType, iteration: int, **data: Any) -> None:
-        self.on_event(LoopEvent(kind, iteration, data))
-
-    async def _model_turn(self, messages: list[ChatMessage], options: GenerationOptions):  # noqa: ANN202
-        parts: list[str] = []
-        calls: list[ToolCall] = []
-        finished: Finished | None = None
-        async for event in self.queue.stream(messages, options):
-            if isinstance(event, Delta):
-                parts.append(event.text)
-            elif isinstance(event, ToolCalls):
-                calls.extend(event.calls)
-            else:
-                finished = event
-        return "".join(parts), calls, finished
+    def _event(self, kind: LoopEventType, iteration: int, **data: Any) -> LoopEvent:
+        event = LoopEvent(kind, iteration, data)
+        self.on_event(event)
+        return event
 
     async def run(self, messages: list[ChatMessage], options: GenerationOptions, context: ToolContext,
                   enabled: Iterable[str] | None = None) -> LoopResult:
+        """Run to the end; the result of the last event."""
+        async for event in self.stream(messages, options, context, enabled):
+            if event.type is LoopEventType.RUN_END:
+                return event.data["result"]
+        raise RuntimeError("the tool loop ended without a run-end event")  # pragma: no cover
+
+    async def _model_turn(self, messages: list[ChatMessage], options: GenerationOptions, timeout: float,
+                          turn: _Turn) -> AsyncIterator[str]:
+        """Run one model turn, yielding the answer's text as soon as it is known to be an answer.
+        The generation runs in its own task so a deadline can stop it between any two tokens."""
+        events: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def produce() -> None:
+            try:
+                async for event in self.queue.stream(messages, options):
+                    events.put_nowait(event)
+            except Exception as exc:  # handed to the consumer, raised there
+                events.put_nowait(exc)
+            events.put_nowait(_DONE)
+
+        task = asyncio.create_task(produce())
+        deadline = self.clock() + timeout
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(events.get(), max(deadline - self.clock(), 0.0))
+                except TimeoutError:
+                    turn.timed_out = True
+                    return
+                if item is _DONE:
+                    break
+                if isinstance(item, Exception):
+                    raise item
+                if isinstance(item, Delta):
+                    turn.text += item.text
+                    if turn.state == UNDECIDED:
+                        turn.state = classify_start(turn.text)
+                        if turn.state == ANSWER:
+                            yield turn.text
+                    elif turn.state == ANSWER:
+                        yield item.text
+                elif isinstance(item, ToolCalls):
+                    turn.calls.extend(item.calls)
+                else:
+                    turn.finished = item
+            if turn.state == UNDECIDED and turn.text.strip() and not turn.calls:
+                turn.state = CALL if parse_tool_calls(turn.text) else ANSWER
+                if turn.state == ANSWER:
+                    yield turn.text
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def stream(self, messages: list[ChatMessage], options: GenerationOptions, context: ToolContext,
+                     enabled: Iterable[str] | None = None) -> AsyncIterator[LoopEvent]:
+        """The run as events; ``message-delta`` events carry the final answer as it is generated and
+        the last event, ``run-end``, carries the :class:`LoopResult` under ``result``."""
         s = self.settings
         messages = list(messages)
         allowed = {t.name for t in self.registry.tools(enabled)}
         options = replace(options, tools=self.registry.specs(enabled))
         deadline = self.clock() + s.total_timeout_secs
+        result = LoopResult("", options.model or "", TokenUsage(), 0, "stop")
         usage = TokenUsage()
-        result = LoopResult("", options.model or "", usage, 0, "stop")
-        self._emit(LoopEventType.RUN_START, 0, tools=sorted(allowed))
+        answer: list[str] = []
+        yield self._event(LoopEventType.RUN_START, 0, tools=sorted(allowed))
         for iteration in range(1, s.max_iterations + 1):
             remaining = deadline - self.clock()
             if remaining <= 0:
                 result.finish_reason = "timeout"
                 break
             result.iterations = iteration
-            self._emit(LoopEventType.MODEL_START, iteration)
-            try:
-                text, calls, finished = await asyncio.wait_for(
-                    self._model_turn(messages, options), min(s.iteration_timeout_secs, remaining)
-                )
-            except TimeoutError:
+            yield self._event(LoopEventType.MODEL_START, iteration)
+            turn = _Turn()
+            started = time.perf_counter()
+            async for text in self._model_turn(messages, options, min(s.iteration_timeout_secs, remaining), turn):
+                answer.append(text)
+                yield self._event(LoopEventType.MESSAGE_DELTA, iteration, delta=text)
+            result.generation_ms += (time.perf_counter() - started) * 1000
+            if turn.finished is not None:
+                usage = TokenUsage(usage.prompt + turn.finished.usage.prompt,
+                                   usage.completion + turn.finished.usage.completion,
+                                   usage.cached_prompt + turn.finished.usage.cached_prompt)
+                result.model = turn.finished.model
+            calls = turn.calls or (list(parse_tool_calls(turn.text, prefix=f"call_{iteration}"))
+                                   if turn.state == CALL else [])
+            yield self._event(LoopEventType.MODEL_END, iteration, content=turn.text, timeout=turn.timed_out,
+                              tool_calls=[{"name": c.name, "arguments": c.arguments} for c in calls])
+            if turn.timed_out:
                 result.finish_reason = "timeout"
-                self._emit(LoopEventType.MODEL_END, iteration, timeout=True)
                 break
-            if finished is not None:
-                usage = TokenUsage(usage.prompt + finished.usage.prompt, usage.completion + finished.usage.completion)
-                result.model = finished.model
+            if turn.state == CALL and not calls:  # looked like a call but is not one: tell the model
+                record = ToolRecord(iteration, ToolCall(f"call_{iteration}_malformed", MALFORMED, {}), None,
+                                    f"not a valid tool call: {turn.text[:300]!r}", 0.0, "error")
+                result.records.append(record)
+                yield self._event(LoopEventType.TOOL_END, iteration, id=record.call.id, name=MALFORMED,
+                                  result=None, error=record.error, duration_ms=0.0)
+                messages += [ChatMessage("assistant", turn.text), ChatMessage("user", MALFORMED_FEEDBACK)]
+                continue
             if not calls:
-                calls = list(parse_tool_calls(text, prefix=f"call_{iteration}"))
-            self._emit(LoopEventType.MODEL_END, iteration, content=text,
-                       tool_calls=[{"name": c.name, "arguments": c.arguments} for c in calls])
-            if not calls:
-                result.content = text
-                result.usage = usage
-                self._emit(LoopEventType.RUN_END, iteration, finish_reason="stop")
-                return result
-            messages.append(ChatMessage("assistant", text, tool_calls=tuple(calls)))
-            records = await self._execute(iteration, calls, allowed, context, result, deadline)
+                result.content = "".join(answer)
+                result.finish_reason = turn.finished.finish_reason if turn.finished else "stop"
+                break
+            messages.append(ChatMessage("assistant", "" if turn.state == CALL else turn.text,
+                                        tool_calls=tuple(calls)))
+            records = []
+            async for event in self._execute(iteration, calls, allowed, context, result, deadline, records):
+                yield event
             for record in records:
                 payload = {"error": record.error} if record.error else {"result": record.result}
                 messages.append(ChatMessage("tool", _dump(payload), tool_call_id=record.call.id, name=record.call.name))
@@ -152,35 +234,50 @@ class ToolLoop:
             result.finish_reason = "max_iterations"
         result.usage = usage
         if not result.content:
-            done = [r.call.name for r in result.records]
-            result.content = (
-                f"I could not finish: the tool loop stopped ({result.finish_reason}) after "
-                f"{result.iterations} model turn(s)" + (f"; tools run: {', '.join(done)}." if done else ".")
-            )
-        self._emit(LoopEventType.RUN_END, result.iterations, finish_reason=result.finish_reason)
-        return result
+            if answer:
+                result.content = "".join(answer)
+            else:
+                done = [r.call.name for r in result.records]
+                result.content = (
+                    f"I could not finish: the tool loop stopped ({result.finish_reason}) after "
+                    f"{result.iterations} model turn(s)" + (f"; tools run: {', '.join(done)}." if done else ".")
+                )
+                answer.append(result.content)
+                yield self._event(LoopEventType.MESSAGE_DELTA, result.iterations, delta=result.content)
+        yield self._event(LoopEventType.RUN_END, result.iterations, finish_reason=result.finish_reason,
+                          result=result)
 
     async def _execute(self, iteration: int, calls: list[ToolCall], allowed: set[str], context: ToolContext,
-                       result: LoopResult, deadline: float) -> list[ToolRecord]:
+                       result: LoopResult, deadline: float, records: list[ToolRecord]) -> AsyncIterator[LoopEvent]:
+        """Run the calls (concurrently when ``parallel_tool_execution``), yielding their events;
+        the records are appended to ``records`` in call order."""
         s = self.settings
         gated = set(s.require_approval_for)
+        events: asyncio.Queue[LoopEvent] = asyncio.Queue()
+
+        def emit(kind: LoopEventType, **data: Any) -> None:
+            events.put_nowait(self._event(kind, iteration, **data))
 
         async def one(call: ToolCall) -> ToolRecord:
             start = time.perf_counter()
-            self._emit(LoopEventType.TOOL_START, iteration, id=call.id, name=call.name, arguments=call.arguments)
+            emit(LoopEventType.TOOL_START, id=call.id, name=call.name, arguments=call.arguments)
             value: Any = None
             error: str | None = None
+            status = "ok"
             tool = self.registry.get(call.name)
             if tool is None or call.name not in allowed:
                 known = ", ".join(sorted(allowed)) or "none"
                 error = f"unknown or disabled tool {call.name!r}; available: {known}"
+            elif "_unparsed" in call.arguments:
+                error = f"the arguments of {call.name} are not valid JSON: {str(call.arguments['_unparsed'])[:200]}"
             elif call.name in gated:
                 request = ApprovalRequest(str(uuid4()), call)
                 result.approvals.append(request)
+                status = "approval_required"
                 value = {"status": "approval_required", "approval_id": request.id,
                          "message": f"{call.name} needs the user's approval before it runs; it did not run."}
-                self._emit(LoopEventType.APPROVAL_REQUIRED, iteration, id=call.id, name=call.name,
-                           approval_id=request.id, arguments=call.arguments)
+                emit(LoopEventType.APPROVAL_REQUIRED, id=call.id, name=call.name, approval_id=request.id,
+                     arguments=call.arguments)
             else:
                 timeout = max(min(s.iteration_timeout_secs, deadline - self.clock()), 0.001)
                 try:
@@ -191,14 +288,27 @@ class ToolLoop:
                     error = str(exc)
                 except Exception as exc:  # a failing tool is the model's information, not a crash
                     error = f"{call.name} failed: {type(exc).__name__}: {exc}"
-            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000)
-            self._emit(LoopEventType.TOOL_END, iteration, id=call.id, name=call.name, result=value, error=error,
-                       duration_ms=round(record.duration_ms, 3))
+            if error is not None:
+                status = "error"
+            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status)
+            emit(LoopEventType.TOOL_END, id=call.id, name=call.name, result=value, error=error,
+                 duration_ms=round(record.duration_ms, 3))
             return record
 
-        if s.parallel_tool_execution:
-            return list(await asyncio.gather(*(one(c) for c in calls)))
-        return [await one(c) for c in calls]
+        async def run_all() -> list[ToolRecord]:
+            if s.parallel_tool_execution:
+                return list(await asyncio.gather(*(one(c) for c in calls)))
+            return [await one(c) for c in calls]
+
+        task = asyncio.create_task(run_all())
+        while not task.done() or not events.empty():
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        records.extend(task.result())
 
 
 def _dump(payload: Any) -> str:

@@ -1,5 +1,13 @@
 """The embedded engine: llama-cpp-python running a packaged GGUF in-process.
 
+Tool calling: the prompt is rendered by the model's own Jinja chat template with the tool schemas
+(Qwen's template lists them and asks for ``{"name", "arguments"}`` JSON); a template without tool
+support gets the same instructions in the system message. The reply streams as text until its first
+characters show a call (:func:`classify_start`); then the free-running generation stops and the call
+is decoded again under a grammar built from the tools' JSON schemas (llama.cpp's schema-constrained
+sampling), so a call always names a real tool and has well-formed arguments. The second decode
+reuses the KV cache of the prompt, so it costs only the call's own tokens.
+
 Not thread-safe by itself; :class:`assistant.llm.queue.InferenceQueue` runs one generation at a
 time on its worker thread. Prompt-prefix reuse of llama.cpp's KV cache is measured by wrapping the
 instance's ``generate``: the share of prompt tokens already in the cache is the cache hit rate.
@@ -7,6 +15,7 @@ instance's ``generate``: the share of prompt tokens already in the cache is the 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -26,8 +35,11 @@ from assistant.llm.base import (
     ModelInfo,
     StreamEvent,
     TokenUsage,
+    ToolCall,
+    ToolCalls,
 )
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
+from assistant.llm.tool_format import CALL, UNDECIDED, call_schema, classify_start, template_messages
 
 MAX_LOADED = 2
 
@@ -79,6 +91,7 @@ class LlamaCppChatModel:
         self.context_length = context_length
         self.cache_stats = CacheStats()
         self._loaded: OrderedDict[str, tuple[Any, _Counts]] = OrderedDict()
+        self._formatters: dict[str, Any] = {}
         self._load_lock = threading.Lock()
 
     # --- which files -----------------------------------------------------------------------------
@@ -154,6 +167,9 @@ class LlamaCppChatModel:
         name = self._resolve(options.model)
         llm = self.load(name)
         counts = self._loaded[name][1]
+        if options.tools:
+            yield from self._stream_with_tools(name, llm, counts, messages, options)
+            return
         chunks = llm.create_chat_completion(
             messages=[{"role": m.role, "content": m.content} for m in messages],
             temperature=options.temperature,
@@ -179,6 +195,92 @@ class LlamaCppChatModel:
             self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
         completion = counts.generated - (1 if finish_reason == "stop" and counts.generated else 0)
         yield Finished(name, TokenUsage(counts.prompt, completion, counts.cached), finish_reason)
+
+    # --- tool calling ----------------------------------------------------------------------------
+
+    def _formatter(self, name: str, llm: Any) -> tuple[Any, bool]:
+        """The model's Jinja chat template as a formatter, and whether it renders ``tools``."""
+        if name not in self._formatters:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise ServiceUnavailableError(f"model {name!r} has no chat template; tool calling needs one")
+            eos, bos = llm.token_eos(), llm.token_bos()
+            formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos],
+            )
+            self._formatters[name] = (formatter, "tools" in template)
+        return self._formatters[name]
+
+    def _stream_with_tools(self, name: str, llm: Any, counts: _Counts, messages: list[ChatMessage],
+                           options: GenerationOptions) -> Iterator[StreamEvent]:
+        formatter, has_tools = self._formatter(name, llm)
+        rendered = formatter(
+            messages=template_messages(messages, options.tools, has_tools),
+            tools=[t.openai() for t in options.tools] if has_tools else None,
+        )
+        stops = [s for s in ([rendered.stop] if isinstance(rendered.stop, str) else rendered.stop or [])]
+        chunks = llm.create_completion(
+            rendered.prompt, temperature=options.temperature, max_tokens=options.max_tokens, stop=stops, stream=True,
+        )
+        buffered, state, finish_reason = "", UNDECIDED, "stop"
+        prompt_tokens = cached = generated = 0
+        try:
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                text = choice.get("text") or ""
+                if state == UNDECIDED:
+                    buffered += text
+                    state = classify_start(buffered)
+                    if state == CALL:
+                        break
+                    if state != UNDECIDED and buffered:
+                        yield Delta(buffered)
+                elif text:
+                    yield Delta(text)
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
+                if options.should_stop is not None and options.should_stop():
+                    finish_reason = "cancelled"
+                    break
+        finally:
+            chunks.close()
+            prompt_tokens, cached, generated = counts.prompt, counts.cached, counts.generated
+            self.cache_stats.hits += counts.cached
+            self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
+        if state == UNDECIDED and buffered:
+            yield Delta(buffered)  # a reply too short to tell is an answer
+        if state != CALL:
+            completion = generated - (1 if finish_reason == "stop" and generated else 0)
+            yield Finished(name, TokenUsage(prompt_tokens, completion, cached), finish_reason)
+            return
+        call = self._constrained_call(llm, rendered.prompt, stops, options)
+        generated += counts.generated
+        self.cache_stats.hits += counts.cached
+        self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
+        if call is not None:
+            yield ToolCalls((call,))
+        yield Finished(name, TokenUsage(prompt_tokens, generated, cached), "tool_calls" if call else "stop")
+
+    def _constrained_call(self, llm: Any, prompt: str, stops: list[str], options: GenerationOptions) -> ToolCall | None:
+        """Decode the call under a grammar that admits only well-formed calls of the offered tools."""
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        grammar = LlamaGrammar.from_json_schema(json.dumps(call_schema(options.tools)), verbose=False)
+        out = llm.create_completion(
+            prompt + "<tool_call>\n", grammar=grammar, temperature=options.temperature,
+            max_tokens=options.max_tokens, stop=[*stops, "</tool_call>"],
+        )
+        text = out["choices"][0]["text"]
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return None  # cut off by max_tokens: the loop reports a malformed call
+        return ToolCall(f"call_{abs(hash(text)) % 10**8}", data["name"], data.get("arguments") or {})
 
     def health(self) -> Health:
         name = self.default_model

@@ -17,10 +17,25 @@ from assistant.llm.base import (
     ModelInfo,
     StreamEvent,
     TokenUsage,
+    ToolCall,
+    ToolCalls,
 )
 from assistant.llm.http import EngineClient
 
 DEFAULT_URL = "http://127.0.0.1:11434"
+
+
+def wire_messages(messages: list[ChatMessage]) -> list[dict]:
+    """ChatMessages as Ollama's /api/chat wants them (tool-call arguments as objects)."""
+    out = []
+    for m in messages:
+        item: dict = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            item["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+        if m.role == "tool" and m.name:
+            item["tool_name"] = m.name
+        out.append(item)
+    return out
 
 
 class OllamaChatModel:
@@ -36,12 +51,15 @@ class OllamaChatModel:
         model = options.model or self.model
         payload = {
             "model": model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": wire_messages(messages),
             "stream": True,
             "options": {"temperature": options.temperature, "num_predict": options.max_tokens,
                         "num_ctx": self.context_length},
         }
+        if options.tools:
+            payload["tools"] = [t.openai() for t in options.tools]
         completion = 0
+        calls: list[ToolCall] = []
         with self.client.stream_lines("/api/chat", payload) as lines:
             for line in lines:
                 if not line.strip():
@@ -49,11 +67,24 @@ class OllamaChatModel:
                 data = json.loads(line)
                 if "error" in data:
                     raise UpstreamError(f"ollama: {data['error']}")
-                text = data.get("message", {}).get("content")
+                message = data.get("message") or {}
+                text = message.get("content")
                 if text:
                     completion += 1
                     yield Delta(text)
+                for call in message.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    arguments = function.get("arguments")
+                    if isinstance(arguments, str):
+                        try:
+                            arguments = json.loads(arguments)
+                        except json.JSONDecodeError:
+                            arguments = {"_unparsed": arguments}
+                    calls.append(ToolCall(call.get("id") or f"call_{len(calls)}", function.get("name", ""),
+                                          arguments if isinstance(arguments, dict) else {}))
                 if data.get("done"):
+                    if calls:
+                        yield ToolCalls(tuple(calls))
                     usage = TokenUsage(data.get("prompt_eval_count", 0), data.get("eval_count", completion))
                     yield Finished(data.get("model", model), usage, data.get("done_reason", "stop"))
                     return

@@ -20,10 +20,46 @@ from assistant.llm.base import (
     ModelInfo,
     StreamEvent,
     TokenUsage,
+    ToolCall,
+    ToolCalls,
 )
 from assistant.llm.http import EngineClient
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
+
+
+def wire_messages(messages: list[ChatMessage]) -> list[dict]:
+    """ChatMessages in the OpenAI wire format (tool-call arguments as JSON strings)."""
+    out = []
+    for m in messages:
+        item: dict = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            item["content"] = m.content or None
+            item["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                for c in m.tool_calls
+            ]
+        if m.role == "tool":
+            item["tool_call_id"] = m.tool_call_id
+        out.append(item)
+    return out
+
+
+def _assemble_calls(parts: dict[int, dict]) -> tuple[ToolCall, ...]:
+    """Streamed tool-call fragments (by index) as whole calls; unparsable arguments are kept under
+    ``_unparsed`` so the loop can tell the model what was wrong."""
+    calls = []
+    for index in sorted(parts):
+        part = parts[index]
+        raw = part["arguments"] or "{}"
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments = {"_unparsed": raw}
+        calls.append(ToolCall(part["id"] or f"call_{index}", part["name"],
+                              arguments if isinstance(arguments, dict) else {"_unparsed": raw}))
+    return tuple(calls)
 
 
 class OpenAIChatModel:
@@ -43,12 +79,15 @@ class OpenAIChatModel:
         model = options.model or self.model
         payload = {
             "model": model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": wire_messages(messages),
             "temperature": options.temperature,
             "max_tokens": options.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if options.tools:
+            payload["tools"] = [t.openai() for t in options.tools]
+        call_parts: dict[int, dict] = {}
         completion = 0
         usage: TokenUsage | None = None
         finish = "stop"
@@ -69,15 +108,25 @@ class OpenAIChatModel:
                     cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
                     usage = TokenUsage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0), cached)
                 for choice in data.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content")
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content")
                     if text:
                         completion += 1
                         yield Delta(text)
+                    for fragment in delta.get("tool_calls") or []:
+                        part = call_parts.setdefault(fragment.get("index", len(call_parts)),
+                                                     {"id": None, "name": "", "arguments": ""})
+                        function = fragment.get("function") or {}
+                        part["id"] = fragment.get("id") or part["id"]
+                        part["name"] += function.get("name") or ""
+                        part["arguments"] += function.get("arguments") or ""
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
                 if options.should_stop is not None and options.should_stop():
                     finish = "cancelled"
                     break
+        if call_parts:
+            yield ToolCalls(_assemble_calls(call_parts))
         yield Finished(answered_by, usage or TokenUsage(0, completion), finish)
 
     def health(self) -> Health:

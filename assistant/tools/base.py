@@ -126,11 +126,23 @@ def tool(capability: str, *, icon: str | None = None, name: str | None = None) -
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
+            _drop_null_option(prop)
         doc = inspect.getdoc(func) or tool_name
         description = doc.split("\n\n")[0].replace("\n", " ").strip()
         return Tool(ToolSpec(tool_name, description, schema), capability, func, model, icon)
 
     return wrap
+
+
+def _drop_null_option(prop: dict[str, Any]) -> None:
+    """``Optional[X]`` shows the model X (an omitted argument is the null); shorter prompts, and a
+    small model does not send ``null`` for a value it means to give."""
+    options = prop.get("anyOf")
+    if isinstance(options, list):
+        rest = [o for o in options if o != {"type": "null"}]
+        if len(rest) == 1 and len(rest) < len(options):
+            del prop["anyOf"]
+            prop.update({k: v for k, v in rest[0].items() if k not in prop})
 
 
 class ToolRegistry:

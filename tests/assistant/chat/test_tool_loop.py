@@ -72,7 +72,9 @@ def test_call_observe_answer() -> None:
     (tool_message,) = tool_messages(model, 1)
     assert '"temperature_c": 21' in tool_message.content and tool_message.name == "get_weather"
     assert [t.name for t in model.calls[0][1].tools] == ["broken", "get_weather", "refuses", "slow_lookup"]
-    assert [e.type for e in events] == [
+    deltas = [e.data["delta"] for e in events if e.type is LoopEventType.MESSAGE_DELTA]
+    assert "".join(deltas) == "It is 21 °C in Paris." and len(deltas) > 1  # streamed, not held back
+    assert [e.type for e in events if e.type is not LoopEventType.MESSAGE_DELTA] == [
         LoopEventType.RUN_START, LoopEventType.MODEL_START, LoopEventType.MODEL_END, LoopEventType.TOOL_START,
         LoopEventType.TOOL_END, LoopEventType.MODEL_START, LoopEventType.MODEL_END, LoopEventType.RUN_END,
     ]
@@ -161,3 +163,50 @@ def test_calls_needing_approval_do_not_run() -> None:
     gated = next(r for r in result.records if r.call.name == "slow_lookup")
     assert gated.result["status"] == "approval_required" and gated.result["approval_id"] == approval.id
     assert any(e.type == LoopEventType.APPROVAL_REQUIRED and e.data["approval_id"] == approval.id for e in events)
+    assert gated.status == "approval_required"
+
+
+def test_malformed_json_call_is_reported_back_and_the_model_retries() -> None:
+    model = ScriptedChatModel(['{"name": "get_weather", "arguments": {"location": "Oslo"', 'It is mild in Oslo.'])
+    events = []
+    result = run(model, events=events)
+    assert result.content == "It is mild in Oslo." and result.iterations == 2
+    (record,) = result.records
+    assert record.status == "error" and "not a valid tool call" in record.error
+    feedback = model.calls[1][0][-1]
+    assert feedback.role == "user" and "not valid JSON" in feedback.content
+    # the broken call text was never streamed to the user as an answer
+    deltas = "".join(e.data["delta"] for e in events if e.type is LoopEventType.MESSAGE_DELTA)
+    assert deltas == "It is mild in Oslo."
+
+
+def test_unparsable_native_arguments_are_a_tool_error() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"_unparsed": '{"location": Par'})])
+    model.enqueue("Sorry.")
+    result = run(model)
+    assert "not valid JSON" in result.records[0].error and CALLS == []
+
+
+def test_a_fenced_code_answer_is_streamed_not_parsed() -> None:
+    code = "```python\nprint({\"name\": 1})\n```"
+    model = ScriptedChatModel([code])
+    result = run(model)
+    assert result.content.replace(" ", "") == code.replace(" ", "") and result.records == []
+
+
+def test_stream_yields_events_and_ends_with_the_result() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    model.enqueue("Sunny.")
+    loop = ToolLoop(InferenceQueue(model), REGISTRY, ToolCallingSettings())
+
+    async def collect():  # noqa: ANN202
+        return [e async for e in loop.stream([ChatMessage("user", "hi")], GenerationOptions(), ToolContext("u"))]
+
+    events = asyncio.run(collect())
+    assert events[-1].type is LoopEventType.RUN_END
+    result = events[-1].data["result"]
+    assert result.content == "Sunny." and result.generation_ms > 0
+    tool_end = next(e for e in events if e.type is LoopEventType.TOOL_END)
+    assert tool_end.data["result"]["temperature_c"] == 21 and tool_end.data["duration_ms"] >= 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assistant.errors import AssistantError, ServiceUnavailableError, UpstreamError
-from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, collect
+from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, ToolCall, ToolSpec, collect
 from assistant.llm.ollama import OllamaChatModel
 
 MESSAGES = [ChatMessage("system", "be brief"), ChatMessage("user", "Why is the sky blue?")]
@@ -170,3 +170,33 @@ def test_models_http_error_is_upstream(engine) -> None:
     engine.json("GET", "/api/tags", {"error": "boom"}, status=500)
     with pytest.raises(UpstreamError):
         OllamaChatModel("qwen2.5:0.5b", engine.base_url).models()
+
+
+WEATHER = ToolSpec("get_weather", "Weather for a place.",
+                   {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]})
+
+
+def test_native_tool_calls(engine) -> None:
+    """Ollama sends calls whole, arguments as an object, in a message before the final line."""
+    engine.ndjson("/api/chat", [
+        {"model": "qwen2.5:0.5b", "created_at": "2024-08-04T08:52:19Z", "done": False,
+         "message": {"role": "assistant", "content": "",
+                     "tool_calls": [{"function": {"name": "get_weather", "arguments": {"location": "Toronto"}}}]}},
+        {**FINAL, "eval_count": 12},
+    ])
+    result = collect(OllamaChatModel("qwen2.5:0.5b", engine.base_url).stream(
+        MESSAGES, GenerationOptions(tools=(WEATHER,))))
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("get_weather", {"location": "Toronto"})]
+    assert engine.requests[0].body["tools"] == [WEATHER.openai()]
+
+
+def test_tool_messages_in_ollamas_format(engine) -> None:
+    engine.ndjson("/api/chat", [chunk("ok"), FINAL])
+    call = ToolCall("call_0", "get_weather", {"location": "Toronto"})
+    history = [*MESSAGES, ChatMessage("assistant", "", tool_calls=(call,)),
+               ChatMessage("tool", '{"result": "11 °C"}', tool_call_id="call_0", name="get_weather")]
+    collect(OllamaChatModel("qwen2.5:0.5b", engine.base_url).stream(history, GenerationOptions()))
+    sent = engine.requests[0].body["messages"]
+    assert sent[2]["tool_calls"] == [{"function": {"name": "get_weather", "arguments": {"location": "Toronto"}}}]
+    assert sent[3] == {"role": "tool", "content": '{"result": "11 °C"}', "tool_name": "get_weather"}
+    assert "tools" not in engine.requests[0].body

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from assistant.errors import AssistantError, ServiceUnavailableError, UpstreamError
-from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, collect
+from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, ToolCall, ToolSpec, collect
 from assistant.llm.openai_compat import OpenAIChatModel
 
 MESSAGES = [ChatMessage("system", "be brief"), ChatMessage("user", "Say hello")]
@@ -157,3 +157,41 @@ def test_health_when_the_server_answers_500(engine) -> None:
     health = OpenAIChatModel("qwen-small", engine.base_url).health()
     assert health.healthy is False
     assert "500" in health.detail
+
+
+WEATHER = ToolSpec("get_weather", "Weather for a place.",
+                   {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]})
+
+
+def test_native_tool_calls_are_assembled_from_fragments(engine) -> None:
+    """OpenAI streams a call as fragments: id and name first, then pieces of the arguments string."""
+    engine.sse(PATH, [
+        chunk({"role": "assistant", "content": None,
+               "tool_calls": [{"index": 0, "id": "call_abc", "type": "function",
+                               "function": {"name": "get_weather", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"locat'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ion": "Paris"}'}}]}),
+        chunk({"tool_calls": [{"index": 1, "id": "call_def", "type": "function",
+                               "function": {"name": "get_weather", "arguments": '{"location": oops'}}]}),
+        chunk({}, finish_reason="tool_calls"),
+        "[DONE]",
+    ])
+    result = collect(OpenAIChatModel("qwen-small", engine.base_url).stream(
+        MESSAGES, GenerationOptions(tools=(WEATHER,))))
+    assert result.finish_reason == "tool_calls"
+    assert result.tool_calls[0] == ToolCall("call_abc", "get_weather", {"location": "Paris"})
+    assert result.tool_calls[1].arguments == {"_unparsed": '{"location": oops'}
+    body = engine.requests[0].body
+    assert body["tools"] == [WEATHER.openai()]
+
+
+def test_tool_messages_in_the_wire_format(engine) -> None:
+    engine.sse(PATH, STREAM)
+    call = ToolCall("call_abc", "get_weather", {"location": "Paris"})
+    history = [*MESSAGES, ChatMessage("assistant", "", tool_calls=(call,)),
+               ChatMessage("tool", '{"result": "sunny"}', tool_call_id="call_abc", name="get_weather")]
+    collect(OpenAIChatModel("qwen-small", engine.base_url).stream(history, GenerationOptions(tools=(WEATHER,))))
+    sent = engine.requests[0].body["messages"]
+    assert sent[2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]}
+    assert sent[3] == {"role": "tool", "content": '{"result": "sunny"}', "tool_call_id": "call_abc"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assistant.tools.parsing import looks_like_tool_call, parse_tool_calls
+from assistant.llm.tool_format import looks_like_tool_call, parse_tool_calls
 
 
 def test_plain_json_object() -> None:
