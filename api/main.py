@@ -7,7 +7,7 @@ from fastapi import FastAPI
 import assistant
 from api import errors
 from api.middleware import Authenticate, RateLimit, RequestContext
-from api.routes import chat, docs, health, memories, metrics, system
+from api.routes import chat, docs, health, memories, metrics, system, tools
 from assistant.services import Services
 
 DESCRIPTION = """
@@ -34,6 +34,17 @@ client IP) applies to every route except health, readiness and metrics. Response
 current 60-second window closes); a 429 carries `Retry-After` and `retry_after`.
 
 Every response carries `X-Request-Id` (a UUID; a valid incoming one is kept).
+
+**Tools.** With `[tool_calling] enabled` (the default) and at least one tool registered, a chat
+message goes through the tool loop: the model may call tools (up to `max_iterations` turns, with
+`iteration_timeout_secs` and `total_timeout_secs`) before its final answer, which alone is
+streamed. A message starting with `/` is a command and never calls tools; `enabled_tools: []`
+turns tools off for one request; an unknown name in `enabled_tools` is 422 naming it. A tool's
+failure is told to the model, never an error response. Each capability is configured in its own
+settings section (`[weather]`, `[web_search]`, `[calendar]`, `[tasks]`, `[contacts]`,
+`[reminders]`, `[transit]`, `[code_execution]`, `[email]`, plus `[memory]`); `GET /v1/tools`
+lists only the tools of configured capabilities. Tool runs (arguments, result, duration) are
+returned with the answer and listed by `GET /v1/tools/runs`.
 """
 
 
@@ -49,7 +60,7 @@ def create_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, metrics.router, chat.router, memories.router, system.router):
+    for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router):
         app.include_router(router)
     if openapi_url:
         docs.install(app)

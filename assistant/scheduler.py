@@ -1,19 +1,29 @@
-"""Background jobs (APScheduler): the daily memory decay cycle.
+"""Background jobs (APScheduler): the daily memory decay cycle and the reminder check.
 
-APScheduler was chosen for cron-style schedules in-process, with no broker to run.
+APScheduler was chosen for cron-style schedules in-process, with no broker to run. Importing this
+module starts nothing; :func:`start_scheduler` builds and starts the scheduler. The reminder job
+runs every ``reminder_interval_secs`` with ``coalesce`` and one instance at most: checks missed
+while the process was busy collapse into one, and firing itself is at most once per reminder
+(see :mod:`assistant.tools.reminders`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 from assistant.memory.store import MemoryStore
 
+if TYPE_CHECKING:
+    from assistant.tools.reminders import ReminderRunner
+
 log = logging.getLogger("assistant.scheduler")
 DECAY_CRON = {"hour": 3, "minute": 0}  # daily, 03:00 local time
+REMINDER_JOB = "reminders"
 
 
 def run_decay(memory: MemoryStore) -> None:
@@ -21,10 +31,21 @@ def run_decay(memory: MemoryStore) -> None:
     log.info("memory decay: %d processed, %d cleaned up", report.processed, report.cleaned_up)
 
 
-def start_scheduler(memory: MemoryStore | None) -> BackgroundScheduler:
+def run_reminders(reminders: ReminderRunner) -> None:
+    fired = reminders.run_once()
+    if fired:
+        log.info("reminders: %d fired", len(fired))
+
+
+def start_scheduler(memory: MemoryStore | None, reminders: ReminderRunner | None = None,
+                    reminder_interval_secs: float = 30) -> BackgroundScheduler:
     scheduler = BackgroundScheduler(daemon=True)
     if memory is not None:
         scheduler.add_job(run_decay, CronTrigger(**DECAY_CRON), args=[memory], id="memory-decay",
                           coalesce=True, max_instances=1, misfire_grace_time=3600)
+    if reminders is not None:
+        scheduler.add_job(run_reminders, IntervalTrigger(seconds=reminder_interval_secs), args=[reminders],
+                          id=REMINDER_JOB, coalesce=True, max_instances=1,
+                          misfire_grace_time=max(60, int(reminder_interval_secs)))
     scheduler.start()
     return scheduler

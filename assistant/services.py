@@ -9,6 +9,7 @@ from typing import Any
 
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
+from assistant.chat.tool_runs import ToolRunStore
 from assistant.config import Settings
 from assistant.crypto import Sealer, open_sealer
 from assistant.embeddings.base import Embedder, create_embedder
@@ -81,7 +82,8 @@ class Services:
         from assistant.scheduler import start_scheduler
 
         if self.scheduler is None:
-            self.scheduler = start_scheduler(self.memory)
+            reminders = self.tools.backends.get("reminders") if self.tools is not None else None
+            self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs)
 
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)
@@ -89,7 +91,7 @@ class Services:
 
     def close(self) -> None:
         if self.scheduler is not None:
-            self.scheduler.shutdown(wait=False)
+            self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
         self.queue.close()
         if self.tools is not None:
             self.tools.close()
@@ -143,7 +145,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         chat_model=model,
         queue=queue,
         conversations=conversations,
-        chat=ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem),
+        chat=ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
+                         toolbox=toolbox, tool_settings=settings.tool_calling,
+                         tool_runs=ToolRunStore(db, sealer)),
         keys=KeyStore(db, security.api_keys),
         metrics=metrics,
         system=SystemMonitor(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -12,6 +13,7 @@ from api.deps import CurrentPrincipal, ServicesDep
 from api.errors import envelope
 from api.schemas.chat import ChatRequestBody, ChatResponse, Tokens
 from api.schemas.common import AUTH_ERRORS, error_responses
+from api.schemas.tools import ToolRun
 from assistant.chat.service import ChatEvent, ChatRequest, DoneEvent, MessageEvent
 from assistant.errors import AssistantError
 
@@ -49,6 +51,7 @@ async def chat(body: ChatRequestBody, user: CurrentPrincipal, services: Services
         model=reply.model,
         tokens=Tokens(prompt=reply.usage.prompt, completion=reply.usage.completion, total=reply.usage.total),
         created_at=reply.created_at,
+        tool_runs=[ToolRun(**asdict(r)) for r in reply.tool_runs],
     )
 
 
@@ -61,6 +64,7 @@ def _sse(event: ChatEvent) -> ServerSentEvent:
             "conversation_id": event.conversation_id,
             "message_id": event.message_id,
             "model": event.model,
+            "tool_runs": [ToolRun(**asdict(r)).model_dump(mode="json") for r in event.tool_runs],
         }),
         event="done",
     )
@@ -75,8 +79,10 @@ async def chat_stream(
     body: ChatRequestBody, user: CurrentPrincipal, services: ServicesDep, request: Request
 ) -> EventSourceResponse:
     """Server-Sent Events: `message` with data `{"delta": "..."}` repeated, then `done` with data
-    `{"tokens": {prompt, completion, total}, "conversation_id", "message_id", "model"}` (the last
-    three are additions so a client can continue the conversation). Errors found before the first
+    `{"tokens": {prompt, completion, total}, "conversation_id", "message_id", "model", "tool_runs"}`
+    (the last four are additions: ids so a client can continue the conversation, and the tool calls
+    made for the answer). With tools, only the final answer is streamed; tool calls happen before
+    it and are reported in `done`. Errors found before the first
     token (unknown conversation, unknown model, engine unavailable) are ordinary error responses;
     a failure after streaming began is sent as an `error` event whose data is the error envelope.
     A stream the client abandons stops generation and is not stored."""

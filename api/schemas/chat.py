@@ -4,6 +4,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.tools import ToolRun
+
 MAX_MESSAGE_CHARS = 32_000
 
 
@@ -43,3 +45,8 @@ class ChatResponse(BaseModel):
     model: str
     tokens: Tokens
     created_at: str
+    tool_runs: list[ToolRun] = Field(
+        default_factory=list,
+        description="Addition to the spec: the tool calls made for this answer (empty when none); "
+        "also listed later by GET /v1/tools/runs.",
+    )

@@ -2,6 +2,12 @@
 
 ``chat`` returns the whole reply; ``stream`` yields typed events (``message`` deltas, then one
 ``done``) that the API turns into Server-Sent Events.
+
+With tool calling enabled and tools registered, a free-form message goes through the tool loop
+(:mod:`assistant.chat.tool_loop`): the final answer still streams as ``message`` deltas, and what the
+tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. A message that
+starts with ``/`` is a command, not a question, and never reaches a tool; ``enabled_tools: []``
+turns tools off for one request.
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ from enum import StrEnum
 from uuid import UUID
 
 from assistant.chat.conversations import ConversationStore
-from assistant.config import InferenceSettings, MemorySettings
+from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
+from assistant.chat.tool_runs import ToolRun, ToolRunStore
+from assistant.config import InferenceSettings, MemorySettings, ToolCallingSettings
 from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage
 from assistant.llm.queue import InferenceQueue
 from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
+from assistant.tools.catalog import Toolbox
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class ChatReply:
     created_at: str
     role: str = "assistant"
     finish_reason: str = "stop"
+    tool_runs: tuple[ToolRun, ...] = ()
 
 
 class ChatEventType(StrEnum):
@@ -66,6 +76,7 @@ class DoneEvent:
     model: str
     finish_reason: str
     created_at: str
+    tool_runs: tuple[ToolRun, ...] = ()
     type: ChatEventType = field(default=ChatEventType.DONE, init=False)
 
 
@@ -81,14 +92,18 @@ class ChatService:
         metrics: Metrics,
         analytics: Analytics | None = None,
         *,
-        tool_names: frozenset[str] = frozenset(),
         profile_ids: frozenset[str] = frozenset(),
         memory: MemoryStore | None = None,
         memory_settings: MemorySettings | None = None,
+        toolbox: Toolbox | None = None,
+        tool_settings: ToolCallingSettings | None = None,
+        tool_runs: ToolRunStore | None = None,
     ):
         self.memory = memory
         self.memory_settings = memory_settings or MemorySettings()
-        self.tool_names = tool_names
+        self.toolbox = toolbox
+        self.tool_settings = tool_settings or ToolCallingSettings()
+        self.tool_runs = tool_runs
         self.profile_ids = profile_ids
         self.queue = queue
         self.conversations = conversations
@@ -96,12 +111,26 @@ class ChatService:
         self.metrics = metrics
         self.analytics = analytics
 
+    @property
+    def tool_names(self) -> list[str]:
+        return self.toolbox.registry.names() if self.toolbox is not None else []
+
+    def uses_tools(self, request: ChatRequest) -> bool:
+        """Whether this request goes through the tool loop (see the module docstring)."""
+        return (
+            self.tool_settings.enabled
+            and bool(self.tool_names)
+            and request.enabled_tools != ()
+            and not request.message.lstrip().startswith("/")
+        )
+
     def validate(self, request: ChatRequest) -> None:
         """Refuse references to things that do not exist, naming each one."""
         fields = []
+        names = set(self.tool_names)
         for tool in request.enabled_tools or ():
-            if tool not in self.tool_names:
-                known = ", ".join(sorted(self.tool_names)) or "none are registered"
+            if tool not in names:
+                known = ", ".join(sorted(names)) or "none are registered"
                 fields.append({"field": "enabled_tools", "error": f"unknown tool {tool!r} (registered: {known})"})
         for profile in request.mentioned_profile_ids:
             if profile not in self.profile_ids:
@@ -148,17 +177,30 @@ class ChatService:
         start = time.perf_counter()
         parts: list[str] = []
         finished: Finished | None = None
+        loop_result: LoopResult | None = None
         ok = False
         try:
-            async for event in self.queue.stream(messages, options):
-                if isinstance(event, Delta):
-                    parts.append(event.text)
-                    yield MessageEvent(event.text)
-                else:
-                    finished = event
+            if self.uses_tools(request):
+                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings)
+                context_for_tools = self.toolbox.context(user_id)
+                async for event in loop.stream(messages, options, context_for_tools, request.enabled_tools):
+                    if event.type is LoopEventType.MESSAGE_DELTA:
+                        parts.append(event.data["delta"])
+                        yield MessageEvent(event.data["delta"])
+                    elif event.type is LoopEventType.RUN_END:
+                        loop_result = event.data["result"]
+                finished = Finished(loop_result.model or options.model or self.settings.model, loop_result.usage,
+                                    loop_result.finish_reason)
+            else:
+                async for event in self.queue.stream(messages, options):
+                    if isinstance(event, Delta):
+                        parts.append(event.text)
+                        yield MessageEvent(event.text)
+                    elif isinstance(event, Finished):
+                        finished = event
             if finished is None:
                 raise ServiceUnavailableError("the inference engine ended without finishing the answer")
-            if finished.finish_reason == "timeout":
+            if finished.finish_reason == "timeout" and loop_result is None:
                 raise ServiceUnavailableError(
                     f"generation passed the request timeout of {self.queue.request_timeout_secs:g} s"
                 )
@@ -169,22 +211,26 @@ class ChatService:
             self.metrics.observe_inference(duration_ms, tokens, ok)
             if self.analytics is not None:
                 self.analytics.record("inference", options.model or self.settings.model, duration_ms, ok, tokens)
+        reply = "".join(parts)
         conversation_id, message_id, created_at = self.conversations.record_exchange(
             user_id=user_id,
             conversation_id=request.conversation_id,
             user_message=request.message,
-            reply="".join(parts),
+            reply=reply,
             model=finished.model,
             prompt_tokens=finished.usage.prompt,
             completion_tokens=finished.usage.completion,
         )
+        runs: tuple[ToolRun, ...] = ()
+        if loop_result is not None and loop_result.records and self.tool_runs is not None:
+            runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, loop_result.records))
         if memory_on and self.memory_settings.enable_learning:
             await asyncio.to_thread(
-                self.memory.learn, str(user_id), request.message, "".join(parts),
+                self.memory.learn, str(user_id), request.message, reply,
                 conversation_id=conversation_id, query_vector=query_vector,
             )
         yield DoneEvent(
-            finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at
+            finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs
         )
 
     async def chat(self, user_id: UUID | str, request: ChatRequest) -> ChatReply:
@@ -202,5 +248,6 @@ class ChatService:
             usage=done.usage,
             created_at=done.created_at,
             finish_reason=done.finish_reason,
+            tool_runs=done.tool_runs,
         )
 

@@ -23,6 +23,7 @@ from typing import Any
 from uuid import uuid4
 
 from assistant.config import ToolCallingSettings
+from assistant.errors import ServiceUnavailableError
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall, ToolCalls
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, classify_start, parse_tool_calls
@@ -197,6 +198,10 @@ class ToolLoop:
                 answer.append(text)
                 yield self._event(LoopEventType.MESSAGE_DELTA, iteration, delta=text)
             result.generation_ms += (time.perf_counter() - started) * 1000
+            if turn.finished is not None and turn.finished.finish_reason == "timeout":
+                raise ServiceUnavailableError(  # the engine's own request deadline, as in plain chat
+                    f"generation passed the request timeout of {self.queue.request_timeout_secs:g} s"
+                )
             if turn.finished is not None:
                 usage = TokenUsage(usage.prompt + turn.finished.usage.prompt,
                                    usage.completion + turn.finished.usage.completion,

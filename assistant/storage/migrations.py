@@ -147,3 +147,50 @@ def m002_memories(db: Database) -> None:
 def m003_memories_by_conversation(db: Database) -> None:
     """Hybrid search looks up each candidate's neighbours in its conversation."""
     db.execute("CREATE INDEX memories_user_conversation ON memories(user_id, conversation_id)")
+
+
+@migration
+def m004_reminders(db: Database) -> None:
+    """Reminders (text sealed), found by the scheduler through (fired_at, due_at); due_at is UTC ISO."""
+    db.executescript(
+        """
+        CREATE TABLE reminders (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            text_sealed BLOB NOT NULL,
+            due_at TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            fired_at TEXT,
+            delivered_via TEXT,
+            delivery_detail TEXT
+        );
+        CREATE INDEX reminders_due ON reminders(fired_at, due_at);
+        CREATE INDEX reminders_user ON reminders(user_id, due_at);
+        """
+    )
+
+
+@migration
+def m005_tool_runs(db: Database) -> None:
+    """What the tool loop did for an answer (arguments and results sealed), for explanation."""
+    db.executescript(
+        """
+        CREATE TABLE tool_runs (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            iteration INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            arguments_sealed BLOB NOT NULL,
+            result_sealed BLOB,
+            error TEXT,
+            duration_ms REAL NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX tool_runs_message ON tool_runs(message_id, iteration, position);
+        CREATE INDEX tool_runs_user ON tool_runs(user_id, created_at);
+        """
+    )

@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from assistant.tools import memory_tools
+from assistant.tools import calendar, contacts, memory_tools, reminders, tasks
 from assistant.tools.base import Capability, CapabilityDeps, CapabilityUnavailable, ToolContext, ToolRegistry
 
 log = logging.getLogger("assistant.tools")
 
 CAPABILITIES: tuple[Capability, ...] = (
     memory_tools.CAPABILITY,
+    reminders.CAPABILITY,
+    calendar.CAPABILITY,
+    tasks.CAPABILITY,
+    contacts.CAPABILITY,
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 import assistant
-from api.routes import chat, health, memories, metrics, system
+from api.routes import chat, health, memories, metrics, system, tools
 
 DOCUMENTED = {
     "/health": {"get"},
@@ -20,6 +20,8 @@ DOCUMENTED = {
     "/v1/system/models": {"get"},
     "/metrics": {"get"},
     "/metrics/prometheus": {"get"},
+    "/v1/tools": {"get"},
+    "/v1/tools/runs": {"get"},
 }
 
 
@@ -43,7 +45,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     # Every route the resource modules define is in the document, and nothing else is.
     routes = {
         r.path
-        for module in (chat, health, memories, metrics, system)
+        for module in (chat, health, memories, metrics, system, tools)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

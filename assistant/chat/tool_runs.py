@@ -1,0 +1,93 @@
+"""What the tool loop did for an answer: which tool, with which arguments, what came back, how long.
+
+Kept per reply message so an answer can be explained later (``GET /v1/tools/runs``). Arguments and
+results are the user's data (a contact, an e-mail, a place): they are sealed like chat messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+from assistant.chat.tool_loop import ToolRecord
+from assistant.clock import iso
+from assistant.crypto import Sealer
+from assistant.storage.db import Database
+
+MAX_STORED_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    id: str
+    conversation_id: str
+    message_id: str
+    iteration: int
+    tool: str
+    status: str  # ok | error | approval_required
+    arguments: dict[str, Any]
+    result: Any
+    error: str | None
+    duration_ms: float
+    created_at: str
+
+
+def _dump(value: Any) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= MAX_STORED_CHARS else json.dumps({"truncated": text[:MAX_STORED_CHARS]})
+
+
+class ToolRunStore:
+    def __init__(self, db: Database, sealer: Sealer | None = None):
+        self.db = db
+        self.sealer = sealer or Sealer(None)
+
+    def _open(self, value: bytes | str | None) -> Any:
+        if value is None:
+            return None
+        return json.loads(value if isinstance(value, str) else self.sealer.open(value))
+
+    def record(self, user_id: UUID | str, conversation_id: str, message_id: str,
+               records: Iterable[ToolRecord]) -> list[ToolRun]:
+        now = iso()
+        runs = []
+        with self.db.transaction() as db:
+            for position, r in enumerate(records):
+                run = ToolRun(str(uuid4()), conversation_id, message_id, r.iteration, r.call.name, r.status,
+                              r.call.arguments, r.result, r.error, round(r.duration_ms, 3), now)
+                db.execute(
+                    "INSERT INTO tool_runs (id, user_id, conversation_id, message_id, iteration, position, tool, "
+                    "status, arguments_sealed, result_sealed, error, duration_ms, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run.id, str(user_id), conversation_id, message_id, run.iteration, position, run.tool, run.status,
+                     self.sealer.seal(_dump(run.arguments)),
+                     None if r.result is None else self.sealer.seal(_dump(r.result)),
+                     run.error, run.duration_ms, now),
+                )
+                runs.append(run)
+        return runs
+
+    def list(self, user_id: UUID | str, *, conversation_id: str | None = None, message_id: str | None = None,
+             limit: int = 100, offset: int = 0) -> list[ToolRun]:
+        """The caller's runs, newest message first and in execution order within a message."""
+        where, params = ["user_id = ?"], [str(user_id)]
+        if conversation_id is not None:
+            where.append("conversation_id = ?")
+            params.append(conversation_id)
+        if message_id is not None:
+            where.append("message_id = ?")
+            params.append(message_id)
+        rows = self.db.query(
+            f"SELECT * FROM tool_runs WHERE {' AND '.join(where)} "  # noqa: S608 (fixed column names)
+            "ORDER BY created_at DESC, message_id, iteration, position LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [
+            ToolRun(r["id"], r["conversation_id"], r["message_id"], r["iteration"], r["tool"], r["status"],
+                    self._open(r["arguments_sealed"]), self._open(r["result_sealed"]), r["error"],
+                    r["duration_ms"], r["created_at"])
+            for r in rows
+        ]

@@ -1,0 +1,432 @@
+"""Running untrusted Python in a bubblewrap sandbox, with limits, and classifying how it ended.
+
+Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
+
+- The sandbox root is an empty tmpfs. Only ``/usr`` (with the ``/lib``, ``/lib64``, ``/bin``
+  symlinks of a merged-/usr system) and the *base* interpreter's install (``sys.base_prefix``, e.g. a
+  pyenv prefix under ``/root``) are bound, read-only; never the home directory, the venv or the data
+  directory. The interpreter runs isolated (``-I -S``: no site-packages, no ``PYTHON*`` variables).
+  The code is a read-only file ``/code/main.py`` (tracebacks then quote its lines); the working
+  directory ``/work`` is a size-limited tmpfs private to the run (``/tmp`` points to it), so nothing
+  of a run survives it. The environment is cleared.
+- New network, pid, ipc, uts and cgroup namespaces: only a loopback interface that nothing on the
+  host listens on, and the whole pid namespace dies with the program (or with this process:
+  ``--die-with-parent``). ``--new-session`` keeps the program away from our terminal.
+- Limits are rlimits set by a tiny launcher inside the sandbox that then ``exec``s the program:
+  RLIMIT_CPU (SIGXCPU, then SIGKILL a second later), RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC and no
+  core files. Setting them inside matters: RLIMIT_NPROC is not enforced for host uid 0, and a limit
+  set before bwrap creates a user namespace also caps that namespace's creator.
+- As root (this machine and CI) bwrap runs privileged without a user namespace: inside a user
+  namespace that root creates, the program is still host uid 0 and a fork bomb is not limited.
+  So the launcher keeps only CAP_SETUID/CAP_SETGID, drops to uid/gid 65534 (nobody) and, with
+  bwrap's no-new-privileges, can never regain a capability. As an ordinary user bwrap makes an
+  unprivileged user namespace (no capabilities, no nested user namespaces) and the uid is the user's own.
+  The process budget is per host uid: concurrent runs under root share it.
+- Wall clock and output are watched here: stdout and stderr are read together up to
+  ``max_output_bytes`` each; past that, or past ``wall_time_secs``, the sandbox is killed.
+- bwrap's ``--json-status-fd`` gives the sandbox's init pid (killing it ends the whole pid namespace
+  before bwrap exits, so nothing outlives :meth:`BubblewrapRunner.run`) and tells a sandbox that
+  could not be set up (no ``exit-code``) from a program that failed. The exit code (128 + signal for
+  a signal), stderr's last exception and what was stopped here classify the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+NOBODY = 65534
+CODE_PATH = "/code/main.py"
+WORK_DIR = "/work"
+MERGED_USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+# Runs inside the sandbox before the program: drop root, set the limits, become the program.
+LAUNCHER = """\
+import os, resource, sys
+cpu, mem, fsize, nproc, uid = map(int, sys.argv[1:6])
+if uid >= 0 and os.getuid() == 0:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
+                     (resource.RLIMIT_FSIZE, (fsize, fsize)), (resource.RLIMIT_NPROC, (nproc, nproc)),
+                     (resource.RLIMIT_CORE, (0, 0))):
+    resource.setrlimit(which, value)
+os.execv(sys.executable, [sys.executable, "-I", "-S", "-X", "utf8", sys.argv[6]])
+"""
+
+
+class RunStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CPU_LIMIT = "cpu_limit"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    PROCESS_LIMIT = "process_limit"
+    KILLED = "killed"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    cpu_time_secs: float = 5
+    wall_time_secs: float = 10
+    memory_mb: int = 256
+    max_output_bytes: int = 65_536
+    max_processes: int = 8
+
+    @classmethod
+    def from_settings(cls, section: Any) -> SandboxLimits:
+        """From a ``CodeExecutionSettings`` section."""
+        return cls(section.cpu_time_secs, section.wall_time_secs, section.memory_mb,
+                   section.max_output_bytes, section.max_processes)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: RunStatus
+    exit_code: int | None  # the program's exit code; None when a signal ended it
+    signal: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    duration_ms: int
+    message: str
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout_truncated or self.stderr_truncated
+
+
+class CodeRunner(Protocol):
+    """Runs a Python program in isolation and reports how it ended (never raises for the program's
+    own failures: those are statuses)."""
+
+    def run(self, code: str) -> RunResult: ...
+
+
+class SandboxUnavailable(Exception):
+    """No sandbox can be set up here (bwrap missing, namespaces refused, a hidden path exposed)."""
+
+
+class SandboxError(Exception):
+    """The sandbox failed to start for one run (not the program's fault)."""
+
+
+# --- how a run ended ------------------------------------------------------------------------------
+
+_FORK_FAILED = re.compile(r"^(BlockingIOError|OSError): \[Errno 11\]", re.MULTILINE)
+_MEMORY_ERROR = re.compile(r"^MemoryError\b", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What was observed when a run ended; :func:`classify` names it."""
+
+    exit_status: int | None  # bwrap's exit-code: the program's code, or 128 + signal; None if killed here
+    stderr: str
+    timed_out: bool = False
+    output_exceeded: bool = False
+    duration_secs: float = 0.0
+
+
+def classify(end: Ending, limits: SandboxLimits) -> tuple[RunStatus, int | None, int | None, str]:
+    """(status, exit_code, signal, message) of a finished run, the first that applies of: output
+    cap passed, fork refused, wall clock, CPU time, memory, another signal, exit code."""
+    code, sig = _split_status(end.exit_status)
+    if end.output_exceeded:
+        return RunStatus.OUTPUT_LIMIT, code, sig, (
+            f"stopped: the output passed the limit of {limits.max_output_bytes} bytes")
+    if _FORK_FAILED.search(end.stderr):
+        return RunStatus.PROCESS_LIMIT, code, sig, (
+            f"stopped: the program tried to run more than {limits.max_processes} processes")
+    if end.timed_out:
+        return RunStatus.TIMEOUT, code, sig, (
+            f"stopped: still running after the wall-clock limit of {limits.wall_time_secs:g} s")
+    # SIGXCPU at the soft limit; SIGKILL a second later if the program ignored it (no CPU time can be
+    # read back: bwrap does not reap the sandbox's init, so wall time stands in as a lower bound).
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and end.duration_secs >= limits.cpu_time_secs):
+        return RunStatus.CPU_LIMIT, code, sig, f"stopped: used up the CPU-time limit of {limits.cpu_time_secs:g} s"
+    if _MEMORY_ERROR.search(end.stderr):
+        return RunStatus.MEMORY_LIMIT, code, sig, f"stopped: needed more than the memory limit of {limits.memory_mb} MB"
+    if sig is not None:
+        return RunStatus.KILLED, code, sig, f"killed by signal {_signal_name(sig)}"
+    if code == 0:
+        return RunStatus.OK, 0, None, "finished"
+    return RunStatus.ERROR, code, None, f"exited with code {code}; see stderr"
+
+
+def _split_status(status: int | None) -> tuple[int | None, int | None]:
+    """(exit code, signal) of bwrap's exit-code, which is 128 + signal for a killed program."""
+    if status is None:
+        return None, int(signal.SIGKILL)
+    if status > 128 and status - 128 in signal.valid_signals():
+        return None, status - 128
+    return status, None
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
+# --- the runner -----------------------------------------------------------------------------------
+
+
+def base_interpreter() -> Path:
+    """The real interpreter behind this (possibly venv) Python: a pyenv install, /usr/bin, ..."""
+    candidate = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return candidate if candidate.exists() else Path(os.path.realpath(sys.executable))
+
+
+class BubblewrapRunner:
+    """A :class:`CodeRunner` that runs each program in a fresh bubblewrap sandbox.
+
+    ``hidden`` are paths that must not be visible inside (the data directory, the key file):
+    :meth:`check` refuses a sandbox that would bind them and verifies they are absent inside.
+    """
+
+    def __init__(self, limits: SandboxLimits, *, bwrap: str = "bwrap", python: Path | str | None = None,
+                 hidden: Iterable[Path | str] = ()):
+        self.limits = limits
+        self.bwrap = bwrap
+        self.python = Path(python) if python is not None else base_interpreter()
+        self.prefix = _prefix_of(self.python)
+        self.hidden = tuple(Path(os.path.realpath(Path(p).expanduser())) for p in hidden)
+        self.privileged = os.geteuid() == 0
+
+    def check(self) -> None:
+        """Raise :class:`SandboxUnavailable` unless a probe runs sandboxed, offline and blind to
+        the hidden paths."""
+        binary = shutil.which(self.bwrap)
+        if binary is None:
+            raise SandboxUnavailable(f"bubblewrap ({self.bwrap}) is not installed")
+        self.bwrap = binary
+        for path in self.hidden:
+            for bound in self._read_only_binds():
+                if path == bound or bound in path.parents:
+                    raise SandboxUnavailable(f"{path} would be visible in the sandbox (it is under {bound})")
+        hidden = [str(p) for p in self.hidden]
+        probe = ("import os, socket\n"
+                 "print(sorted(name for _, name in socket.if_nameindex()))\n"
+                 f"print([p for p in {hidden!r} if os.path.lexists(p)])\n")
+        try:
+            result = self.run(probe)
+        except SandboxError as exc:
+            raise SandboxUnavailable(str(exc)) from None
+        if result.status != RunStatus.OK:
+            raise SandboxUnavailable(f"a probe run failed ({result.status}): {result.stderr.strip()[-300:]}")
+        if result.stdout.splitlines()[:2] != ["['lo']", "[]"]:
+            raise SandboxUnavailable(f"the sandbox is not isolated: {result.stdout.strip()}")
+
+    def run(self, code: str) -> RunResult:
+        """Run ``code`` in a fresh sandbox; raise :class:`SandboxError` if the sandbox cannot start."""
+        started = time.monotonic()
+        proc, status_fd = self._start(code)
+        try:
+            watch = _watch(proc, status_fd, self.limits, started)
+        finally:
+            os.close(status_fd)
+            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+        exit_status = _exit_code(watch.status)
+        stderr = watch.stderr.decode("utf-8", "replace")
+        if exit_status is None and not (watch.timed_out or watch.output_exceeded):
+            raise SandboxError(f"the sandbox failed to start: {stderr.strip()[-500:] or 'no reason given'}")
+        end = Ending(exit_status, stderr, watch.timed_out, watch.output_exceeded, time.monotonic() - started)
+        status, exit_code, sig, message = classify(end, self.limits)
+        return RunResult(status, exit_code, sig, watch.stdout.decode("utf-8", "replace"), stderr,
+                         watch.stdout_truncated, watch.stderr_truncated,
+                         round((time.monotonic() - started) * 1000), message)
+
+    def _start(self, code: str) -> tuple[subprocess.Popen, int]:
+        """Start bwrap on ``code``; the process and the read end of its JSON status pipe."""
+        code_fd = os.memfd_create("main.py")
+        status_read, status_write = os.pipe()
+        try:
+            os.write(code_fd, code.encode("utf-8", "surrogateescape"))
+            os.lseek(code_fd, 0, os.SEEK_SET)
+            proc = subprocess.Popen(self.command(code_fd, status_write), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=(code_fd, status_write), start_new_session=True)
+        except OSError as exc:
+            os.close(status_read)
+            raise SandboxError(f"could not start bubblewrap: {exc}") from exc
+        finally:
+            os.close(code_fd)
+            os.close(status_write)
+        return proc, status_read
+
+    def command(self, code_fd: int, status_fd: int) -> list[str]:
+        """The bwrap command line of one run."""
+        lim = self.limits
+        memory = lim.memory_mb * 1024 * 1024
+        argv = [self.bwrap, "--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
+        if self.privileged:
+            argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            argv += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        argv += self._filesystem(code_fd, memory)
+        argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", WORK_DIR,
+                 "--setenv", "TMPDIR", WORK_DIR, "--setenv", "LANG", "C.UTF-8",
+                 "--hostname", "sandbox", "--chdir", WORK_DIR]
+        uid = NOBODY if self.privileged else -1
+        argv += [str(self.python), "-I", "-S", "-c", LAUNCHER, str(math.ceil(lim.cpu_time_secs)), str(memory),
+                 str(memory), str(lim.max_processes), str(uid), CODE_PATH]
+        return argv
+
+    def _filesystem(self, code_fd: int, work_bytes: int) -> list[str]:
+        args = ["--ro-bind", "/usr", "/usr"]
+        for name in MERGED_USR_LINKS:
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), str(host)]
+        if self.prefix is not None:
+            args += _parents(self.prefix) + ["--ro-bind", str(self.prefix), str(self.prefix)]
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--perms", "0777", "--size", str(work_bytes), "--tmpfs", WORK_DIR,
+                 "--symlink", WORK_DIR, "/tmp",
+                 "--perms", "0755", "--dir", str(Path(CODE_PATH).parent),
+                 "--perms", "0444", "--ro-bind-data", str(code_fd), CODE_PATH]
+        return args
+
+    def _read_only_binds(self) -> list[Path]:
+        binds = [Path("/usr")] + [Path("/", n) for n in MERGED_USR_LINKS if Path("/", n).is_dir()]
+        return [Path(os.path.realpath(b)) for b in binds + ([self.prefix] if self.prefix else [])]
+
+
+def _prefix_of(python: Path) -> Path | None:
+    """The install to bind for ``python`` (``<prefix>/bin/pythonX.Y``); None when under /usr."""
+    real = Path(os.path.realpath(python))
+    prefix = real.parent.parent
+    return None if prefix == Path("/usr") or Path("/usr") in prefix.parents else prefix
+
+
+def _parents(path: Path) -> list[str]:
+    """Directories above ``path`` made traversable (bwrap would create them 0700 as root)."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        if parent != Path("/"):
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+# --- watching a run -------------------------------------------------------------------------------
+
+KILL_GRACE_SECS = 5.0
+
+
+@dataclass
+class _Watch:
+    """What was read from one run: both streams (capped) and bwrap's status documents."""
+
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    status: bytearray = field(default_factory=bytearray)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    output_exceeded: bool = False
+
+
+def _watch(proc: subprocess.Popen, status_fd: int, limits: SandboxLimits, started: float) -> _Watch:
+    """Read the streams until they close, the output cap is passed or the wall clock runs out;
+    then stop the sandbox if needed and wait for bwrap."""
+    watch = _Watch()
+    deadline = started + limits.wall_time_secs
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")  # type: ignore[arg-type]
+        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")  # type: ignore[arg-type]
+        sel.register(status_fd, selectors.EVENT_READ, "status")
+        while sel.get_map() and not watch.output_exceeded:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                watch.timed_out = True
+                break
+            for key, _ in sel.select(remaining):
+                chunk = os.read(key.fd, 65_536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                else:
+                    _keep(watch, key.data, chunk, limits.max_output_bytes)
+    if watch.timed_out or watch.output_exceeded:
+        _stop(proc, watch.status)
+    try:
+        proc.wait(max(deadline - time.monotonic(), 0) + KILL_GRACE_SECS)
+    except subprocess.TimeoutExpired:  # bwrap itself hangs on: kill it, the sandbox dies with it
+        _kill_bwrap(proc)
+        proc.wait()
+        watch.timed_out = True
+    return watch
+
+
+def _keep(watch: _Watch, stream: str, chunk: bytes, cap: int) -> None:
+    buffer: bytearray = getattr(watch, stream)
+    if stream == "status":
+        buffer += chunk
+        return
+    room = cap - len(buffer)
+    buffer += chunk[:room]
+    if len(chunk) > room:
+        setattr(watch, f"{stream}_truncated", True)
+        watch.output_exceeded = True
+
+
+def _stop(proc: subprocess.Popen, status: bytes) -> None:
+    """Kill the sandbox's init: the kernel kills its whole pid namespace, then bwrap exits. Before
+    its pid is known, kill bwrap (the sandbox dies with its parent)."""
+    child = _child_pid(status)
+    if child is not None and proc.poll() is None:  # bwrap is still up: the pid is still its child's
+        try:
+            os.kill(child, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            pass
+    _kill_bwrap(proc)
+
+
+def _kill_bwrap(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _status_docs(status: bytes) -> list[dict]:
+    docs = []
+    for line in status.decode(errors="replace").splitlines():
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def _child_pid(status: bytes) -> int | None:
+    return next((int(d["child-pid"]) for d in _status_docs(status) if "child-pid" in d), None)
+
+
+def _exit_code(status: bytes) -> int | None:
+    """bwrap's ``exit-code`` (None: the program never ran, or bwrap was killed)."""
+    return next((int(d["exit-code"]) for d in _status_docs(status) if "exit-code" in d), None)
