@@ -141,10 +141,18 @@ class ChatService:
         if fields:
             raise ValidationFailed("request validation failed: " + "; ".join(f["error"] for f in fields), fields)
 
-    def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "") -> list[ChatMessage]:
+    def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "",
+                separate_context: bool = False) -> list[ChatMessage]:
+        """System prompt (+ memories), history, the message. With ``separate_context`` the memories
+        are a second system message: chat templates put the tool list right after the first one,
+        so the long prefix of system prompt and tools stays the same from request to request and
+        is served from llama.cpp's KV cache instead of being evaluated again."""
         system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
-        system = "\n\n".join(part for part in (system, memory_context) if part)
-        messages = [ChatMessage("system", system)] if system else []
+        if separate_context:
+            messages = [ChatMessage("system", part) for part in (system, memory_context) if part]
+        else:
+            system = "\n\n".join(part for part in (system, memory_context) if part)
+            messages = [ChatMessage("system", system)] if system else []
         if request.conversation_id is not None:
             messages += self.conversations.history(request.conversation_id, self.settings.history_messages)
         messages.append(ChatMessage("user", request.message))
@@ -172,7 +180,8 @@ class ChatService:
             context, _ = await asyncio.to_thread(
                 self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
             )
-        messages = self._prompt(user_id, request, context)
+        use_tools = self.uses_tools(request)
+        messages = self._prompt(user_id, request, context, separate_context=use_tools)
         options = self._options(request)
         start = time.perf_counter()
         parts: list[str] = []
@@ -180,7 +189,7 @@ class ChatService:
         loop_result: LoopResult | None = None
         ok = False
         try:
-            if self.uses_tools(request):
+            if use_tools:
                 loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, request.enabled_tools):

@@ -30,6 +30,7 @@ from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, classify_start, p
 from assistant.tools.base import ToolContext, ToolError, ToolRegistry
 
 MAX_RESULT_CHARS = 4000
+ANSWER_NOW = "Answer my question now, in plain words, using the tool results above."
 MALFORMED_FEEDBACK = (
     "Your last reply looked like a tool call but it is not valid JSON of the form "
     '{"name": "<tool name>", "arguments": {...}}. Call a tool with exactly that, or answer in plain text.'
@@ -138,6 +139,8 @@ class ToolLoop:
                 events.put_nowait(exc)
             events.put_nowait(_DONE)
 
+        if not options.tools:
+            turn.state = ANSWER  # no tools offered this turn: whatever comes is the answer
         task = asyncio.create_task(produce())
         deadline = self.clock() + timeout
         try:
@@ -184,6 +187,8 @@ class ToolLoop:
         result = LoopResult("", options.model or "", TokenUsage(), 0, "stop")
         usage = TokenUsage()
         answer: list[str] = []
+        seen: set[str] = set()  # calls already answered in this run, by name and arguments
+        turn_options = options
         yield self._event(LoopEventType.RUN_START, 0, tools=sorted(allowed))
         for iteration in range(1, s.max_iterations + 1):
             remaining = deadline - self.clock()
@@ -194,7 +199,8 @@ class ToolLoop:
             yield self._event(LoopEventType.MODEL_START, iteration)
             turn = _Turn()
             started = time.perf_counter()
-            async for text in self._model_turn(messages, options, min(s.iteration_timeout_secs, remaining), turn):
+            async for text in self._model_turn(messages, turn_options, min(s.iteration_timeout_secs, remaining),
+                                               turn):
                 answer.append(text)
                 yield self._event(LoopEventType.MESSAGE_DELTA, iteration, delta=text)
             result.generation_ms += (time.perf_counter() - started) * 1000
@@ -226,6 +232,17 @@ class ToolLoop:
                 result.content = "".join(answer)
                 result.finish_reason = turn.finished.finish_reason if turn.finished else "stop"
                 break
+            keys = [_call_key(c) for c in calls]
+            if all(k in seen for k in keys):
+                # The model asks again for what it already has (small models loop like this): no
+                # new run; the next turn offers no tools, so it answers from the results it has.
+                yield self._event(LoopEventType.TOOL_END, iteration, id=calls[0].id, name=calls[0].name,
+                                  result=None, error="repeated call: the result is already in the conversation",
+                                  duration_ms=0.0)
+                messages.append(ChatMessage("user", ANSWER_NOW))
+                turn_options = replace(options, tools=())
+                continue
+            seen.update(keys)
             messages.append(ChatMessage("assistant", "" if turn.state == CALL else turn.text,
                                         tool_calls=tuple(calls)))
             records = []
@@ -314,6 +331,10 @@ class ToolLoop:
             else:
                 getter.cancel()
         records.extend(task.result())
+
+
+def _call_key(call: ToolCall) -> str:
+    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
 
 
 def _dump(payload: Any) -> str:

@@ -39,7 +39,7 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
-from assistant.llm.tool_format import CALL, UNDECIDED, call_schema, classify_start, template_messages
+from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, call_schema, classify_start, template_messages
 
 MAX_LOADED = 2
 
@@ -167,7 +167,7 @@ class LlamaCppChatModel:
         name = self._resolve(options.model)
         llm = self.load(name)
         counts = self._loaded[name][1]
-        if options.tools:
+        if options.tools or any(m.tool_calls or m.role == "tool" for m in messages):
             yield from self._stream_with_tools(name, llm, counts, messages, options)
             return
         chunks = llm.create_chat_completion(
@@ -227,7 +227,8 @@ class LlamaCppChatModel:
         chunks = llm.create_completion(
             rendered.prompt, temperature=options.temperature, max_tokens=options.max_tokens, stop=stops, stream=True,
         )
-        buffered, state, finish_reason = "", UNDECIDED, "stop"
+        # With no tools offered (the loop wants an answer now) every token is the answer.
+        buffered, state, finish_reason = "", UNDECIDED if options.tools else ANSWER, "stop"
         prompt_tokens = cached = generated = 0
         try:
             for chunk in chunks:

@@ -14,17 +14,34 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from assistant.tools import calendar, contacts, memory_tools, reminders, tasks
+from assistant.tools import (
+    calendar,
+    code,
+    contacts,
+    mail,
+    memory_tools,
+    reminders,
+    tasks,
+    transit,
+    weather,
+    web_search,
+)
 from assistant.tools.base import Capability, CapabilityDeps, CapabilityUnavailable, ToolContext, ToolRegistry
 
 log = logging.getLogger("assistant.tools")
 
 CAPABILITIES: tuple[Capability, ...] = (
+    weather.CAPABILITY,
+    web_search.CAPABILITY,
+    transit.CAPABILITY,
     memory_tools.CAPABILITY,
     reminders.CAPABILITY,
     calendar.CAPABILITY,
     tasks.CAPABILITY,
     contacts.CAPABILITY,
+    mail.CAPABILITY,
+    mail.DRAFTS_CAPABILITY,
+    code.CAPABILITY,
 )
 
 

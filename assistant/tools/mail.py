@@ -27,7 +27,7 @@ import re
 import smtplib
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import date, timedelta
@@ -124,13 +124,14 @@ def parse_addresses(value: str | list[str] | None) -> list[Address]:
     return [address for _, address in parsed if address is not None]
 
 
-def compose(sender: Address, to: list[Address], subject: str, body: str, cc: list[Address] = ()) -> EmailMessage:
+def compose(sender: Address, to: Sequence[Address], subject: str, body: str,
+            cc: Sequence[Address] = ()) -> EmailMessage:
     """A plain-text message with From, To, Cc, Subject, Date and Message-ID."""
     message = EmailMessage(policy=policy.default)
     message["From"] = sender
-    message["To"] = to
+    message["To"] = list(to)
     if cc:
-        message["Cc"] = cc
+        message["Cc"] = list(cc)
     message["Subject"] = " ".join(subject.split())  # a header cannot hold line breaks
     message["Date"] = formatdate(localtime=True)
     message["Message-ID"] = make_msgid(domain=sender.domain)
@@ -309,20 +310,23 @@ class ImapSmtpMail:
             self._examine(conn, self.settings.mailbox)
             criteria = search_criteria(words, unread_only=unread_only, since=since,
                                        literals=bool(caps & {"LITERAL+", "LITERAL-"}))
-            if "SORT" in caps:
-                typ, data = conn.uid("SORT", "(REVERSE DATE)", "UTF-8", *criteria)
-                uids = data[0].split() if typ == "OK" and data[0] else []
-            else:
-                typ, data = conn.uid("SEARCH", "CHARSET", "UTF-8", *criteria)
-                uids = data[0].split()[::-1] if typ == "OK" and data[0] else []
-            if typ != "OK":
-                raise ToolError(f"{self._imap_where} refused the search: {_reason(data)}")
-            uids = uids[:limit]
+            uids = self._newest_first(conn, criteria, sort="SORT" in caps)[:limit]
             if not uids:
                 return []
             typ, data = conn.uid("FETCH", b",".join(uids), f"(UID FLAGS BODY.PEEK[]<0.{FETCH_BYTES}>)")
             fetched = {uid: summarize(uid, raw, flags) for uid, flags, raw in parse_fetch(data)}
             return [fetched[u.decode()] for u in uids if u.decode() in fetched]
+
+    def _newest_first(self, conn: imaplib.IMAP4, criteria: list[bytes], *, sort: bool) -> list[bytes]:
+        """UIDs of the matches: by Date with SORT (RFC 5256), else by arrival (UID order)."""
+        if sort:
+            typ, data = conn.uid("SORT", "(REVERSE DATE)", "UTF-8", *criteria)
+        else:
+            typ, data = conn.uid("SEARCH", "CHARSET", "UTF-8", *criteria)
+        if typ != "OK":
+            raise ToolError(f"{self._imap_where} refused the search: {_reason(data)}")
+        uids = (data[0] or b"").split()
+        return uids if sort else uids[::-1]
 
     def unread_count(self) -> int:
         """How many messages of the mailbox are unread (for the briefing)."""
@@ -336,18 +340,14 @@ class ImapSmtpMail:
     def save_draft(self, message: EmailMessage) -> SavedDraft:
         mailbox = imap_quote(self.settings.drafts_mailbox)
         raw = message.as_bytes(policy=policy.SMTP)
-
-        def append() -> tuple[str, list[Any]]:
-            return conn.append(mailbox, r"(\Draft \Seen)", imaplib.Time2Internaldate(time.time()), raw)
-
         with self.imap() as conn:
-            typ, data = append()
-            if typ != "OK" and b"TRYCREATE" in (data[0] or b""):
+            typ, data = _append_draft(conn, mailbox, raw)
+            if typ != "OK" and b"TRYCREATE" in (data[0] or b""):  # the mailbox does not exist yet
                 typ, created = conn.create(mailbox)
                 if typ != "OK":
                     raise ToolError(f"{self._imap_where} cannot create {self.settings.drafts_mailbox!r}: "
                                     f"{_reason(created)}")
-                typ, data = append()
+                typ, data = _append_draft(conn, mailbox, raw)
             if typ != "OK":
                 raise ToolError(f"{self._imap_where} refused the draft: {_reason(data)}")
         match = _APPENDUID.search(data[0] or b"")  # UIDPLUS; else the Message-ID identifies it
@@ -396,6 +396,10 @@ class ImapSmtpMail:
                 conn.quit()
 
 
+def _append_draft(conn: imaplib.IMAP4, mailbox: str, raw: bytes) -> tuple[str, list[Any]]:
+    return conn.append(mailbox, r"(\Draft \Seen)", imaplib.Time2Internaldate(time.time()), raw)
+
+
 def _capabilities(conn: imaplib.IMAP4) -> set[str]:
     """The capabilities after login (servers often announce more than in their greeting)."""
     typ, data = conn.capability()
@@ -425,8 +429,8 @@ Recipients = Annotated[
 ]
 
 
-def _message(account: MailReader | MailSender, to: Recipients, subject: str, body: str,
-             cc: Recipients | None) -> EmailMessage:
+def _message(account: MailReader | MailSender, to: list[str] | str, subject: str, body: str,
+             cc: list[str] | str | None) -> EmailMessage:
     recipients = parse_addresses(to)
     if not recipients:
         raise ToolError("give at least one recipient in 'to'")

@@ -18,10 +18,11 @@ Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
   set before bwrap creates a user namespace also caps that namespace's creator.
 - As root (this machine and CI) bwrap runs privileged without a user namespace: inside a user
   namespace that root creates, the program is still host uid 0 and a fork bomb is not limited.
-  So the launcher keeps only CAP_SETUID/CAP_SETGID, drops to uid/gid 65534 (nobody) and, with
-  bwrap's no-new-privileges, can never regain a capability. As an ordinary user bwrap makes an
-  unprivileged user namespace (no capabilities, no nested user namespaces) and the uid is the user's own.
-  The process budget is per host uid: concurrent runs under root share it.
+  So the launcher keeps only CAP_SETUID/CAP_SETGID and drops to an unused uid/gid far above any
+  account's (one per concurrent run, so each run has its own process budget); with bwrap's
+  no-new-privileges it can never regain a capability. As an ordinary user bwrap makes an
+  unprivileged user namespace (no capabilities, no nested user namespaces) and the uid is the user's
+  own, counted per namespace.
 - Wall clock and output are watched here: stdout and stderr are read together up to
   ``max_output_bytes`` each; past that, or past ``wall_time_secs``, the sandbox is killed.
 - bwrap's ``--json-status-fd`` gives the sandbox's init pid (killing it ends the whole pid namespace
@@ -41,14 +42,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-NOBODY = 65534
+UID_BASE = 1_000_000_000  # sandbox uids (as root): unused by any account, one per concurrent run
 CODE_PATH = "/code/main.py"
 WORK_DIR = "/work"
 MERGED_USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -129,7 +132,9 @@ class SandboxError(Exception):
 
 # --- how a run ended ------------------------------------------------------------------------------
 
-_FORK_FAILED = re.compile(r"^(BlockingIOError|OSError): \[Errno 11\]", re.MULTILINE)
+# fork() refused by RLIMIT_NPROC (EAGAIN), or a thread refused for the same reason
+_FORK_FAILED = re.compile(r"^((BlockingIOError|OSError): \[Errno 11\] Resource temporarily unavailable"
+                          r"|RuntimeError: can't start new thread)", re.MULTILINE)
 _MEMORY_ERROR = re.compile(r"^MemoryError\b", re.MULTILINE)
 
 
@@ -153,7 +158,7 @@ def classify(end: Ending, limits: SandboxLimits) -> tuple[RunStatus, int | None,
             f"stopped: the output passed the limit of {limits.max_output_bytes} bytes")
     if _FORK_FAILED.search(end.stderr):
         return RunStatus.PROCESS_LIMIT, code, sig, (
-            f"stopped: the program tried to run more than {limits.max_processes} processes")
+            f"stopped: the program tried to run more than {limits.max_processes} processes or threads")
     if end.timed_out:
         return RunStatus.TIMEOUT, code, sig, (
             f"stopped: still running after the wall-clock limit of {limits.wall_time_secs:g} s")
@@ -195,6 +200,27 @@ def base_interpreter() -> Path:
     return candidate if candidate.exists() else Path(os.path.realpath(sys.executable))
 
 
+class UidPool:
+    """Distinct unprivileged uids for the concurrent runs of this process (RLIMIT_NPROC counts per
+    uid); ``base`` is offset by the pid so that two processes rarely share one."""
+
+    def __init__(self, base: int = UID_BASE):
+        self.base = base + (os.getpid() % 1_000_000) * 1000
+        self._busy: set[int] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lease(self) -> Iterator[int]:
+        with self._lock:
+            slot = next(i for i in range(1000) if i not in self._busy)  # never 1000 runs at once
+            self._busy.add(slot)
+        try:
+            yield self.base + slot
+        finally:
+            with self._lock:
+                self._busy.discard(slot)
+
+
 class BubblewrapRunner:
     """A :class:`CodeRunner` that runs each program in a fresh bubblewrap sandbox.
 
@@ -210,6 +236,7 @@ class BubblewrapRunner:
         self.prefix = _prefix_of(self.python)
         self.hidden = tuple(Path(os.path.realpath(Path(p).expanduser())) for p in hidden)
         self.privileged = os.geteuid() == 0
+        self.uids = UidPool()
 
     def check(self) -> None:
         """Raise :class:`SandboxUnavailable` unless a probe runs sandboxed, offline and blind to
@@ -238,13 +265,17 @@ class BubblewrapRunner:
     def run(self, code: str) -> RunResult:
         """Run ``code`` in a fresh sandbox; raise :class:`SandboxError` if the sandbox cannot start."""
         started = time.monotonic()
-        proc, status_fd = self._start(code)
-        try:
-            watch = _watch(proc, status_fd, self.limits, started)
-        finally:
-            os.close(status_fd)
-            proc.stdout.close()  # type: ignore[union-attr]
-            proc.stderr.close()  # type: ignore[union-attr]
+        with self.uids.lease() as uid:
+            proc, status_fd = self._start(code, uid)
+            try:
+                watch = _watch(proc, status_fd, self.limits, started)
+            finally:
+                if proc.poll() is None:  # only when watching failed: never leave a sandbox behind
+                    _kill_bwrap(proc)
+                    proc.wait()
+                os.close(status_fd)
+                proc.stdout.close()  # type: ignore[union-attr]
+                proc.stderr.close()  # type: ignore[union-attr]
         exit_status = _exit_code(watch.status)
         stderr = watch.stderr.decode("utf-8", "replace")
         if exit_status is None and not (watch.timed_out or watch.output_exceeded):
@@ -255,14 +286,14 @@ class BubblewrapRunner:
                          watch.stdout_truncated, watch.stderr_truncated,
                          round((time.monotonic() - started) * 1000), message)
 
-    def _start(self, code: str) -> tuple[subprocess.Popen, int]:
+    def _start(self, code: str, uid: int) -> tuple[subprocess.Popen, int]:
         """Start bwrap on ``code``; the process and the read end of its JSON status pipe."""
         code_fd = os.memfd_create("main.py")
         status_read, status_write = os.pipe()
         try:
             os.write(code_fd, code.encode("utf-8", "surrogateescape"))
             os.lseek(code_fd, 0, os.SEEK_SET)
-            proc = subprocess.Popen(self.command(code_fd, status_write), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self.command(code_fd, status_write, uid), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     pass_fds=(code_fd, status_write), start_new_session=True)
         except OSError as exc:
@@ -273,8 +304,8 @@ class BubblewrapRunner:
             os.close(status_write)
         return proc, status_read
 
-    def command(self, code_fd: int, status_fd: int) -> list[str]:
-        """The bwrap command line of one run."""
+    def command(self, code_fd: int, status_fd: int, uid: int = UID_BASE) -> list[str]:
+        """The bwrap command line of one run (``uid``: the program's, when running as root)."""
         lim = self.limits
         memory = lim.memory_mb * 1024 * 1024
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
@@ -287,9 +318,8 @@ class BubblewrapRunner:
         argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", WORK_DIR,
                  "--setenv", "TMPDIR", WORK_DIR, "--setenv", "LANG", "C.UTF-8",
                  "--hostname", "sandbox", "--chdir", WORK_DIR]
-        uid = NOBODY if self.privileged else -1
         argv += [str(self.python), "-I", "-S", "-c", LAUNCHER, str(math.ceil(lim.cpu_time_secs)), str(memory),
-                 str(memory), str(lim.max_processes), str(uid), CODE_PATH]
+                 str(memory), str(lim.max_processes), str(uid if self.privileged else -1), CODE_PATH]
         return argv
 
     def _filesystem(self, code_fd: int, work_bytes: int) -> list[str]:

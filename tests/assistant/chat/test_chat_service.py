@@ -61,7 +61,7 @@ def test_history_is_sent_on_continuation(services: Services, model: ScriptedChat
     second = chat(services, user, message="What is my name?", conversation_id=first.conversation_id)
     assert second.conversation_id == first.conversation_id
     messages, _ = model.calls[1]
-    assert [(m.role, m.content) for m in messages[1:]] == [
+    assert [(m.role, m.content) for m in messages if m.role != "system"] == [
         ("user", "My name is Ada."),
         ("assistant", "Nice to meet you, Ada."),
         ("user", "What is my name?"),
@@ -221,3 +221,15 @@ def test_an_abandoned_stream_is_not_stored(make_settings, make_services) -> None
     stored = services.conversations.messages(conversations[0]["id"])
     assert [m.content for m in stored] == ["next", "You said: next"]
     assert services.metrics.inference_failed == 1  # the abandoned one
+
+
+def test_with_tools_memories_are_a_second_system_message(services: Services, model: ScriptedChatModel,
+                                                         user) -> None:
+    """The first system message (where templates append the tool list) stays the same from request
+    to request, so its KV cache is reused; the memories follow it."""
+    chat(services, user, message="My favourite colour is teal.")
+    chat(services, user, message="What is my favourite colour?")
+    messages, options = model.calls[1]
+    assert options.tools  # the tool loop ran
+    assert messages[0] == ChatMessage("system", services.settings.inference.system_prompt)
+    assert messages[1].role == "system" and "teal" in messages[1].content

@@ -101,8 +101,8 @@ def test_errors_are_reported_to_the_model_not_raised() -> None:
 
 def test_max_iterations_stops_the_loop() -> None:
     model = ScriptedChatModel()
-    for _ in range(6):
-        model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    for city in ("Paris", "Oslo", "Rome", "Bern", "Riga", "Kyiv"):
+        model.enqueue(tool_calls=[("get_weather", {"location": city})])
     result = run(model, ToolCallingSettings(max_iterations=3))
     assert result.finish_reason == "max_iterations" and result.iterations == 3 and len(model.calls) == 3
     assert len(result.records) == 3 and "stopped (max_iterations)" in result.content
@@ -145,8 +145,8 @@ def test_iteration_timeout_on_a_slow_model_and_on_a_slow_tool() -> None:
 
 def test_total_timeout_ends_the_run() -> None:
     model = ScriptedChatModel()
-    for _ in range(5):
-        model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0.15})])
+    for n in range(5):
+        model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0.15 + n / 1000})])
     result = run(model, ToolCallingSettings(total_timeout_secs=0.25, iteration_timeout_secs=5))
     assert result.finish_reason == "timeout" and result.iterations < 5
 
@@ -210,3 +210,15 @@ def test_stream_yields_events_and_ends_with_the_result() -> None:
     assert result.content == "Sunny." and result.generation_ms > 0
     tool_end = next(e for e in events if e.type is LoopEventType.TOOL_END)
     assert tool_end.data["result"]["temperature_c"] == 21 and tool_end.data["duration_ms"] >= 0
+
+
+def test_a_repeated_call_is_not_run_again_and_the_next_turn_must_answer() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])  # small models loop like this
+    model.enqueue("It is 21 °C in Paris.")
+    result = run(model)
+    assert result.content == "It is 21 °C in Paris." and result.iterations == 3
+    assert [name for name, _ in CALLS] == ["get_weather"]  # run once
+    assert [t.name for t in model.calls[1][1].tools] != [] and model.calls[2][1].tools == ()
+    assert model.calls[2][0][-1].role == "user" and "Answer" in model.calls[2][0][-1].content

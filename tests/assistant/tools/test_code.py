@@ -23,6 +23,7 @@ from assistant.tools.sandbox import (
     SandboxError,
     SandboxLimits,
     SandboxUnavailable,
+    UidPool,
     classify,
 )
 
@@ -183,6 +184,7 @@ def test_limits() -> None:
     fork_failed = "BlockingIOError: [Errno 11] Resource temporarily unavailable\n"
     assert end(1, fork_failed)[0] == RunStatus.PROCESS_LIMIT
     assert end(None, fork_failed, timed_out=True)[0] == RunStatus.PROCESS_LIMIT
+    assert end(1, "RuntimeError: can't start new thread\n")[0] == RunStatus.PROCESS_LIMIT
     assert end(None, timed_out=True) == (RunStatus.TIMEOUT, None, signal.SIGKILL)
     assert end(None, "MemoryError\n", output_exceeded=True)[0] == RunStatus.OUTPUT_LIMIT
 
@@ -200,7 +202,7 @@ def test_messages_name_the_limit() -> None:
 def test_the_command_binds_only_the_base_interpreter_read_only() -> None:
     runner = BubblewrapRunner(LIMITS, bwrap="/usr/bin/bwrap")
     assert Path(sys.base_prefix) in (runner.python.parents if runner.prefix is None else [runner.prefix])
-    argv = runner.command(7, 8)
+    argv = runner.command(7, 8, 1_000_000_123)
     binds = [(a, argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a.endswith("bind")]
     assert ("--ro-bind", "/usr", "/usr") in binds
     assert all(kind == "--ro-bind" for kind, _, _ in binds)
@@ -215,7 +217,15 @@ def test_the_command_binds_only_the_base_interpreter_read_only() -> None:
     assert argv[argv.index("--json-status-fd") + 1] == "8"
     assert argv[argv.index("--ro-bind-data") + 1:argv.index("--ro-bind-data") + 3] == ["7", "/code/main.py"]
     assert argv[-6:] == ["5", str(256 * 2**20), str(256 * 2**20), "8",
-                         "65534" if runner.privileged else "-1", "/code/main.py"]
+                         "1000000123" if runner.privileged else "-1", "/code/main.py"]
+
+
+def test_concurrent_runs_get_their_own_uid() -> None:
+    pool = UidPool(base=2_000)
+    with pool.lease() as first, pool.lease() as second:
+        assert first != second and min(first, second) >= 2_000
+    with pool.lease() as again:
+        assert again == first
 
 
 def test_a_missing_bwrap_or_an_exposed_path_is_refused_before_running(tmp_path: Path) -> None:
