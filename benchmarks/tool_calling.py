@@ -95,7 +95,11 @@ def load_apis(path: Path = DATA / "data" / "all_apis.csv") -> dict[str, Api]:
     with path.open(encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             values: dict[str, Any] = {}
-            for node in ast.parse(row["api_info"]).body:
+            try:
+                body = ast.parse(row["api_info"]).body
+            except SyntaxError:  # a few rows have no description ("."): not level-1 APIs
+                continue
+            for node in body:
                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
                     values[node.targets[0].id] = ast.literal_eval(node.value)
             name = row["类名"].strip()
