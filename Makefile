@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python benchmarks/memory_search.py
 	$(BIN)/python benchmarks/decay.py
 	$(BIN)/python benchmarks/locomo_recall.py
+	$(BIN)/python benchmarks/tool_calling.py
 
 clean-venv:
 	rm -rf $(VENV)

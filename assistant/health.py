@@ -59,3 +59,17 @@ def http_health(url: str, timeout_secs: float = 2.0) -> ServiceHealth:
         return ServiceHealth(False, None, str(exc))
     latency = round((time.perf_counter() - start) * 1000)
     return ServiceHealth(response.status_code < 500, latency, f"HTTP {response.status_code}")
+
+
+def tcp_health(host: str, port: int, timeout_secs: float = 2.0) -> ServiceHealth:
+    """Reachability of a non-HTTP service (IMAP): the latency of a TCP connect."""
+    import socket
+
+    start = time.perf_counter()
+    try:
+        with socket.create_connection((host, port), timeout=timeout_secs):
+            pass
+    except OSError as exc:
+        return ServiceHealth(False, None, f"{host}:{port} unreachable: {exc}")
+    return ServiceHealth(True, round((time.perf_counter() - start) * 1000), f"{host}:{port} accepts connections")
+

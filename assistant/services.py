@@ -19,6 +19,7 @@ from assistant.health import (
     ServiceHealth,
     database_health,
     http_health,
+    tcp_health,
 )
 from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
@@ -72,9 +73,18 @@ class Services:
             "database": database_health(self.db),
             "cache": ServiceHealth(True, 0, "llama.cpp KV prefix cache") if cache_stats is not None else NOT_CONFIGURED,
             "messenger": http_health(messenger.api_base_url) if messenger.enabled else NOT_CONFIGURED,
-            "email": NOT_CONFIGURED,
-            "calendar": NOT_CONFIGURED,
-            "weather": NOT_CONFIGURED,
+            **self._tool_health(),
+        }
+
+    def _tool_health(self) -> dict[str, ServiceHealth]:
+        """email, calendar and weather: reachability of the configured backend (a registered
+        capability), else not configured."""
+        backends = self.tools.backends if self.tools is not None else {}
+        s = self.settings
+        return {
+            "email": tcp_health(s.email.imap_host, s.email.imap_port) if "email" in backends else NOT_CONFIGURED,
+            "calendar": http_health(s.calendar.url) if "calendar" in backends else NOT_CONFIGURED,
+            "weather": http_health(s.weather.geocoding_url) if "weather" in backends else NOT_CONFIGURED,
         }
 
     def start_background(self) -> None:

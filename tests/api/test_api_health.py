@@ -77,3 +77,27 @@ def test_health_routes_need_no_key_and_ignore_a_bad_one(client) -> None:
     for path in ("/health", "/ready", "/ready/all"):
         assert client.get(path).status_code == 200
         assert client.get(path, headers=bad).status_code == 200
+
+
+def test_ready_all_probes_configured_weather_calendar_and_email(make_settings, make_services, make_client,
+                                                                 model) -> None:
+    """A configured capability's backend is probed for reachability: the replayed weather service
+    answers; a calendar and an IMAP server on closed ports do not."""
+    import socket
+
+    from assistant.testing.replay import ReplayServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with ReplayServer() as replay:
+        settings = make_settings(
+            **replay.settings_overrides(),
+            calendar={"url": f"http://127.0.0.1:{closed}/dav/"},
+            email={"imap_host": "127.0.0.1", "imap_port": closed, "smtp_host": "127.0.0.1",
+                   "username": "u", "password": "p", "from_address": "me@example.org"},
+        )
+        body = make_client(make_services(settings, model)).get("/ready/all").json()["services"]
+    assert body["weather"]["healthy"] is True and isinstance(body["weather"]["latency_ms"], int)
+    assert body["calendar"] == {"healthy": False, "latency_ms": None}
+    assert body["email"] == {"healthy": False, "latency_ms": None}

@@ -8,7 +8,7 @@ import threading
 import time
 
 from assistant.config import ToolCallingSettings
-from assistant.chat.tool_loop import LoopEventType, ToolLoop
+from assistant.chat.tool_loop import LoopEventType, ToolLoop, timeline
 from assistant.llm.base import ChatMessage, GenerationOptions
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.scripted import ScriptedChatModel
@@ -222,3 +222,20 @@ def test_a_repeated_call_is_not_run_again_and_the_next_turn_must_answer() -> Non
     assert [name for name, _ in CALLS] == ["get_weather"]  # run once
     assert [t.name for t in model.calls[1][1].tools] != [] and model.calls[2][1].tools == ()
     assert model.calls[2][0][-1].role == "user" and "Answer" in model.calls[2][0][-1].content
+
+
+def test_event_summaries_and_timeline() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])
+    model.enqueue("Sunny.")
+    events = []
+    run(model, events=events)
+    lines = [e.summary() for e in events if e.type is not LoopEventType.MESSAGE_DELTA]
+    assert lines[0].startswith("run-start: tools broken, get_weather")
+    assert '[1] model-end: calls get_weather({"location": "Paris"})' in lines
+    assert any(line.startswith("[1] tool-end: get_weather in") and "temperature_c" in line for line in lines)
+    assert lines[-1] == "run-end: stop after 2 model turn(s)"
+    rows = timeline(events)
+    assert [r["label"] for r in rows] == ["model turn 1", "get_weather", "model turn 2"]
+    assert all(0 <= r["start_ms"] <= r["end_ms"] for r in rows)
+    assert rows[1]["start_ms"] >= rows[0]["end_ms"]

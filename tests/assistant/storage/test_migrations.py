@@ -19,6 +19,10 @@ EXPECTED_COLUMNS = {
         "id", "conversation_id", "role", "content", "model", "prompt_tokens", "completion_tokens", "created_at", "seq",
     ],
     "_migrations": ["name", "applied_at"],
+    "reminders": ["id", "user_id", "text_sealed", "due_at", "created_at", "fired_at", "delivered_via",
+                  "delivery_detail"],
+    "tool_runs": ["id", "user_id", "conversation_id", "message_id", "iteration", "position", "tool", "status",
+                  "arguments_sealed", "result_sealed", "error", "duration_ms", "created_at"],
 }
 
 
