@@ -40,13 +40,10 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import rss_mb  # noqa: E402
-
 from assistant.config import MemorySettings  # noqa: E402
 from assistant.crypto import NONCE_BYTES, Sealer  # noqa: E402
 from assistant.embeddings.hashing import HashingEmbedder  # noqa: E402
 from assistant.memory.decay import (  # noqa: E402
-    DECAY_PARAMS,
     NOT_DECAYED,
     TYPE_CODES,
     base_rate_from_factor,
@@ -55,6 +52,7 @@ from assistant.memory.decay import (  # noqa: E402
 from assistant.memory.store import MemoryStore, iso_of  # noqa: E402
 from assistant.memory.types import MemoryType  # noqa: E402
 from assistant.storage.db import Database  # noqa: E402
+from benchmarks._measure import rss_mb  # noqa: E402
 
 DAY = 86400.0
 T0 = 1_717_200_000.0  # 2024-06-01T00:00:00Z

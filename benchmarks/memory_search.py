@@ -49,9 +49,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import rss_mb  # noqa: E402
-
 from assistant.memory.evaluation import default_path  # noqa: E402
+from benchmarks._measure import rss_mb  # noqa: E402
 
 LOCOMO = default_path()  # ../shared/benchmarks/locomo/locomo_dev5.json, read in place
 DIM = 384

@@ -21,6 +21,7 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.http import EngineClient
+from assistant.llm.tool_format import parse_arguments
 
 DEFAULT_URL = "http://127.0.0.1:11434"
 
@@ -74,14 +75,8 @@ class OllamaChatModel:
                     yield Delta(text)
                 for call in message.get("tool_calls") or []:
                     function = call.get("function") or {}
-                    arguments = function.get("arguments")
-                    if isinstance(arguments, str):
-                        try:
-                            arguments = json.loads(arguments)
-                        except json.JSONDecodeError:
-                            arguments = {"_unparsed": arguments}
                     calls.append(ToolCall(call.get("id") or f"call_{len(calls)}", function.get("name", ""),
-                                          arguments if isinstance(arguments, dict) else {}))
+                                          parse_arguments(function.get("arguments"))))
                 if data.get("done"):
                     if calls:
                         yield ToolCalls(tuple(calls))

@@ -24,6 +24,7 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.http import EngineClient
+from assistant.llm.tool_format import parse_arguments
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 
@@ -47,19 +48,9 @@ def wire_messages(messages: list[ChatMessage]) -> list[dict]:
 
 
 def _assemble_calls(parts: dict[int, dict]) -> tuple[ToolCall, ...]:
-    """Streamed tool-call fragments (by index) as whole calls; unparsable arguments are kept under
-    ``_unparsed`` so the loop can tell the model what was wrong."""
-    calls = []
-    for index in sorted(parts):
-        part = parts[index]
-        raw = part["arguments"] or "{}"
-        try:
-            arguments = json.loads(raw)
-        except json.JSONDecodeError:
-            arguments = {"_unparsed": raw}
-        calls.append(ToolCall(part["id"] or f"call_{index}", part["name"],
-                              arguments if isinstance(arguments, dict) else {"_unparsed": raw}))
-    return tuple(calls)
+    """Streamed tool-call fragments (by index) as whole calls."""
+    return tuple(ToolCall(parts[i]["id"] or f"call_{i}", parts[i]["name"], parse_arguments(parts[i]["arguments"]))
+                 for i in sorted(parts))
 
 
 class OpenAIChatModel:

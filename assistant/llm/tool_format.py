@@ -89,6 +89,22 @@ def looks_like_tool_call(text: str) -> bool:
     return stripped.startswith(("{", "[")) and '"name"' in stripped
 
 
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """Call arguments as sent (an object, or a JSON string of one); what does not parse is kept
+    under ``_unparsed`` so the loop can tell the model what was wrong."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            return {"_unparsed": raw}
+        return value if isinstance(value, dict) else {"_unparsed": raw}
+    return {"_unparsed": str(raw)}
+
+
 def parse_tool_calls(text: str, prefix: str = "call") -> tuple[ToolCall, ...]:
     """The tool calls in ``text``; () when it is a plain answer."""
     data = _candidates(text)
@@ -97,13 +113,8 @@ def parse_tool_calls(text: str, prefix: str = "call") -> tuple[ToolCall, ...]:
     for n, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             continue
-        arguments = item.get("arguments", item.get("parameters", {}))
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                arguments = {"_unparsed": arguments}
-        calls.append(ToolCall(f"{prefix}_{n}", item["name"], arguments if isinstance(arguments, dict) else {}))
+        arguments = parse_arguments(item.get("arguments", item.get("parameters", {})))
+        calls.append(ToolCall(f"{prefix}_{n}", item["name"], arguments))
     return tuple(calls)
 
 

@@ -7,8 +7,8 @@ import asyncio
 import threading
 import time
 
-from assistant.config import ToolCallingSettings
 from assistant.chat.tool_loop import LoopEventType, ToolLoop, timeline
+from assistant.config import ToolCallingSettings
 from assistant.llm.base import ChatMessage, GenerationOptions
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.scripted import ScriptedChatModel

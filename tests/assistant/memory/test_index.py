@@ -18,7 +18,15 @@ from assistant.crypto import Sealer
 from assistant.embeddings.hashing import HashingEmbedder
 from assistant.memory import index as index_module
 from assistant.memory.index import AutoIndex, ExactIndex, create_index
-from assistant.memory.ivf import IVFIndex, ScalarQuantizer, _IdMap, choose_nlist, choose_nprobe, matvec, spherical_kmeans
+from assistant.memory.ivf import (
+    IVFIndex,
+    ScalarQuantizer,
+    _IdMap,
+    choose_nlist,
+    choose_nprobe,
+    matvec,
+    spherical_kmeans,
+)
 from assistant.memory.store import MemoryStore, NewMemory
 from assistant.storage.db import Database
 

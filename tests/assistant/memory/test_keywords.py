@@ -14,7 +14,7 @@ import pytest
 from assistant.config import MemorySettings
 from assistant.crypto import open_sealer
 from assistant.embeddings.hashing import HashingEmbedder
-from assistant.memory.keywords import B, K1, STOP_WORDS, KeywordIndex, normalise_words
+from assistant.memory.keywords import K1, STOP_WORDS, B, KeywordIndex, normalise_words
 from assistant.memory.store import MemoryStore, NewMemory
 from assistant.storage.db import Database
 

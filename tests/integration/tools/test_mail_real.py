@@ -13,8 +13,16 @@ from assistant.tools.base import CapabilityDeps, ToolContext, ToolError
 from assistant.tools.catalog import Toolbox, build_toolbox
 from assistant.tools.mail import CAPABILITY, DRAFTS_CAPABILITY, ImapSmtpMail, draft_email, search_emails, send_email
 from tests.integration.support import free_port
-from tests.integration.tools.mail_server import ADDRESS, USER, DovecotServer, SmtpSink, make_message
-from tests.integration.tools.mail_server import dovecot_server_fixture, email_settings_fixture, smtp_server_fixture  # noqa: F401
+from tests.integration.tools.mail_server import (  # noqa: F401
+    ADDRESS,
+    USER,
+    DovecotServer,
+    SmtpSink,
+    dovecot_server_fixture,
+    email_settings_fixture,
+    make_message,
+    smtp_server_fixture,
+)
 
 pytestmark = [
     pytest.mark.integration,
