@@ -230,7 +230,7 @@ class ToolLoop:
         result = LoopResult("", options.model or "", TokenUsage(), 0, "stop")
         usage = TokenUsage()
         answer: list[str] = []
-        seen: set[str] = set()  # calls already answered in this run, by name and arguments
+        seen: list[ToolCall] = []  # calls already answered in this run
         turn_options = options
         yield self._event(LoopEventType.RUN_START, 0, tools=sorted(allowed))
         for iteration in range(1, s.max_iterations + 1):
@@ -275,8 +275,7 @@ class ToolLoop:
                 result.content = "".join(answer)
                 result.finish_reason = turn.finished.finish_reason if turn.finished else "stop"
                 break
-            keys = [_call_key(c) for c in calls]
-            if all(k in seen for k in keys):
+            if all(any(_repeats(c, earlier) for earlier in seen) for c in calls):
                 # The model asks again for what it already has (small models loop like this): no
                 # new run; the next turn offers no tools, so it answers from the results it has.
                 yield self._event(LoopEventType.TOOL_END, iteration, id=calls[0].id, name=calls[0].name,
@@ -285,7 +284,7 @@ class ToolLoop:
                 messages.append(ChatMessage("user", ANSWER_NOW))
                 turn_options = replace(options, tools=())
                 continue
-            seen.update(keys)
+            seen.extend(calls)
             messages.append(ChatMessage("assistant", "" if turn.state == CALL else turn.text,
                                         tool_calls=tuple(calls)))
             records = []
@@ -376,8 +375,14 @@ class ToolLoop:
         records.extend(task.result())
 
 
-def _call_key(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+def _repeats(call: ToolCall, earlier: ToolCall) -> bool:
+    """The same tool with the same arguments, or with one call's arguments a subset of the other's
+    (a small model re-asks for the journey it has, adding a departure time it made up)."""
+    if call.name != earlier.name:
+        return False
+    a, b = call.arguments, earlier.arguments
+    smaller, larger = (a, b) if len(a) <= len(b) else (b, a)
+    return all(key in larger and larger[key] == value for key, value in smaller.items())
 
 
 def _dump(payload: Any) -> str:

@@ -7,9 +7,9 @@ import asyncio
 import threading
 import time
 
-from assistant.chat.tool_loop import LoopEventType, ToolLoop, timeline
+from assistant.chat.tool_loop import LoopEventType, ToolLoop, _repeats, timeline
 from assistant.config import ToolCallingSettings
-from assistant.llm.base import ChatMessage, GenerationOptions
+from assistant.llm.base import ChatMessage, GenerationOptions, ToolCall
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.tools.base import ToolContext, ToolError, ToolRegistry, tool
@@ -239,3 +239,17 @@ def test_event_summaries_and_timeline() -> None:
     assert [r["label"] for r in rows] == ["model turn 1", "get_weather", "model turn 2"]
     assert all(0 <= r["start_ms"] <= r["end_ms"] for r in rows)
     assert rows[1]["start_ms"] >= rows[0]["end_ms"]
+
+
+def test_a_call_whose_arguments_extend_an_earlier_one_is_a_repeat() -> None:
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0})])
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])  # new: runs
+    model.enqueue(tool_calls=[("get_weather", {"location": "Oslo"})])  # new: runs
+    model.enqueue("Both are mild.")
+    result = run(model)
+    assert [r.call.name for r in result.records] == ["slow_lookup", "get_weather", "get_weather"]
+    assert result.content == "Both are mild."
+    assert _repeats(ToolCall("a", "t", {"x": 1, "when": "now"}), ToolCall("b", "t", {"x": 1}))
+    assert not _repeats(ToolCall("a", "t", {"x": 2}), ToolCall("b", "t", {"x": 1}))
+    assert not _repeats(ToolCall("a", "u", {"x": 1}), ToolCall("b", "t", {"x": 1}))
