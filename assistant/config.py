@@ -205,6 +205,14 @@ class EmailSettings(Section):
     timeout_secs: float = Field(15, gt=0, le=300)
 
 
+class CommandsSettings(Section):
+    """The shell-command catalog: how an execution is bounded."""
+
+    execution_timeout_secs: float = Field(30, gt=0, le=3600)
+    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
+    seed_defaults: bool = True  # create the default entries on first start
+
+
 class AgenticSettings(Section):
     enabled: bool = True
     max_concurrent_sub_agents: int = Field(3, ge=1, le=64)
@@ -343,7 +351,7 @@ class MessengerSettings(Section):
     access_token: str | None = None
     signature_required: bool = True
     api_base_url: str = "http://127.0.0.1:8090"
-    user_map: dict[str, UUID] = Field(default_factory=dict)
+    allowed_senders: dict[str, UUID] = Field(default_factory=dict)  # platform sender id -> user id
 
 
 # --- extended features --------------------------------------------------------------------------
@@ -428,6 +436,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     tool_calling: ToolCallingSettings = Field(default_factory=ToolCallingSettings)
     agentic: AgenticSettings = Field(default_factory=AgenticSettings)
+    commands: CommandsSettings = Field(default_factory=CommandsSettings)
     weather: WeatherSettings = Field(default_factory=WeatherSettings)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
     calendar: CalendarSettings = Field(default_factory=CalendarSettings)

@@ -12,7 +12,7 @@
   between claim and delivery leaves the reminder ``pending``, never delivered twice: a missed
   reminder is better than one repeated at every restart.
 - Delivery: a :class:`ReminderDelivery` channel. ``MessengerDelivery`` posts Graph-style messages to
-  the sender id that ``[messenger] user_map`` maps to the user; users with no sender, and setups
+  the sender id that ``[messenger] allowed_senders`` maps to the user; users with no sender, and setups
   with no messenger, get ``LogDelivery``, which logs the reminder's id and owner but not its text
   (the text stays sealed: it is never written to a log).
 - :class:`ReminderRunner` (store + delivery + zone) is the capability's backend; the tools use its
@@ -178,17 +178,17 @@ class LogDelivery:
 class MessengerDelivery:
     """A Graph-style Send API: ``POST {api_base_url}/me/messages?access_token=...``.
 
-    ``user_map`` maps a platform sender id to a user id (as ``[messenger] user_map``); a user with
+    ``allowed_senders`` maps a platform sender id to a user id (as ``[messenger] allowed_senders``); a user with
     no sender id is handed to ``fallback``. Error details never include the URL (it holds the token).
     """
 
-    def __init__(self, api_base_url: str, access_token: str, user_map: Mapping[str, UUID | str], *,
+    def __init__(self, api_base_url: str, access_token: str, allowed_senders: Mapping[str, UUID | str], *,
                  fallback: ReminderDelivery | None = None, timeout_secs: float = 15.0,
                  client: httpx.Client | None = None):
         self._url = api_base_url.rstrip("/") + "/me/messages"
         self._token = access_token
         self._recipients: dict[str, str] = {}
-        for sender, user in user_map.items():
+        for sender, user in allowed_senders.items():
             self._recipients.setdefault(str(user), str(sender))
         self._fallback = fallback or LogDelivery()
         self._client = client or httpx.Client(timeout=timeout_secs)
@@ -234,7 +234,7 @@ def create_delivery(settings: Any) -> ReminderDelivery:
     """Messenger when ``[messenger]`` is enabled with an access token; otherwise the log."""
     messenger = settings.messenger
     if messenger.enabled and messenger.access_token:
-        return MessengerDelivery(messenger.api_base_url, messenger.access_token, messenger.user_map)
+        return MessengerDelivery(messenger.api_base_url, messenger.access_token, messenger.allowed_senders)
     return LogDelivery()
 
 

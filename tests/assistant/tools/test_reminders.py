@@ -343,7 +343,7 @@ def test_capability_builds_a_runner_from_settings(make_settings, db: Database) -
 
 
 def test_messenger_settings_choose_messenger_delivery(make_settings, db: Database) -> None:
-    settings = make_settings(messenger={"enabled": True, "access_token": "tok", "user_map": {"psid-1": ALICE}})
+    settings = make_settings(messenger={"enabled": True, "access_token": "tok", "allowed_senders": {"psid-1": ALICE}})
     runner = CAPABILITY.create(CapabilityDeps(settings, db, Sealer(None)))
     try:
         assert isinstance(runner.delivery, MessengerDelivery)

@@ -30,7 +30,7 @@ def toolbox(
     tmp_path: Path, make_settings: Callable[..., Settings], graph_api: GraphApi  # noqa: F811
 ) -> Iterator[Toolbox]:
     settings = make_settings(messenger={"enabled": True, "access_token": TOKEN, "api_base_url": graph_api.base_url,
-                                        "user_map": {"psid-alice": ALICE}})
+                                        "allowed_senders": {"psid-alice": ALICE}})
     db = Database(tmp_path / "assistant.db")
     sealer = Sealer(load_or_create_key(tmp_path / "memory.key"))
     box = build_toolbox(CapabilityDeps(settings, db, sealer, tmp_path), [CAPABILITY])
