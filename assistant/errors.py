@@ -49,6 +49,13 @@ class NotFoundError(AssistantError):
     code = "NOT_FOUND"
 
 
+class ConflictError(AssistantError):
+    """The request clashes with what is stored (a unique title already taken, a state that has
+    moved on); 409 ``CONFLICT`` (a code the spec's table does not list: documented per route)."""
+
+    code = "CONFLICT"
+
+
 class RateLimitedError(AssistantError):
     code = "RATE_LIMITED"
 

@@ -29,6 +29,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing or invalid API key (UNAUTHORIZED)",
         403: "The key is read-only and the method changes state (FORBIDDEN)",
         404: "Not found, or owned by another user (NOT_FOUND)",
+        409: "Conflicts with what is stored, e.g. a title already taken (CONFLICT)",
         413: "Body larger than server.max_body_bytes (PAYLOAD_TOO_LARGE)",
         422: "Validation failed; details.fields lists {field, error} (VALIDATION_ERROR)",
         429: "Rate limited; Retry-After header and retry_after field (RATE_LIMITED)",
