@@ -103,7 +103,10 @@ def load_apis(path: Path = DATA / "data" / "all_apis.csv") -> dict[str, Api]:
                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
                     values[node.targets[0].id] = ast.literal_eval(node.value)
             name = row["类名"].strip()
-            apis[name] = Api(name, values.get("description", name), values.get("input_parameters", {}))
+            parameters = values.get("input_parameters", {})
+            if not isinstance(parameters, dict):  # a few rows list bare names: {'a', 'b'}
+                parameters = {str(p): {"type": "str", "description": ""} for p in parameters}
+            apis[name] = Api(name, values.get("description", name), parameters)
     return apis
 
 
