@@ -104,8 +104,8 @@ def load_apis(path: Path = DATA / "data" / "all_apis.csv") -> dict[str, Api]:
                     values[node.targets[0].id] = ast.literal_eval(node.value)
             name = row["类名"].strip()
             parameters = values.get("input_parameters", {})
-            if not isinstance(parameters, dict):  # a few rows list bare names: {'a', 'b'}
-                parameters = {str(p): {"type": "str", "description": ""} for p in parameters}
+            if not isinstance(parameters, dict):  # a few rows list bare names, or none
+                parameters = {str(p): {"type": "str", "description": ""} for p in parameters or ()}
             apis[name] = Api(name, values.get("description", name), parameters)
     return apis
 
