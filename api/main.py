@@ -8,6 +8,12 @@ import assistant
 from api import errors
 from api.middleware import Authenticate, RateLimit, RequestContext
 from api.routes import chat, docs, health, memories, metrics, system, tools
+from api.routes import approvals, catalog
+from api.routes import snippets
+from api.routes import agent_profiles
+from api.routes import agentic
+from api.routes import webhooks
+from api.routes import commands
 from assistant.services import Services
 
 DESCRIPTION = """
@@ -60,7 +66,9 @@ def create_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router):
+    for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router,
+                   snippets.router, agent_profiles.router, catalog.router, approvals.router,
+                   agentic.router, webhooks.router, commands.router):
         app.include_router(router)
     if openapi_url:
         docs.install(app)

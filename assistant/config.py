@@ -100,6 +100,11 @@ class ToolCallingSettings(Section):
     total_timeout_secs: float = Field(120, gt=0, le=86_400)
     parallel_tool_execution: bool = True
     require_approval_for: list[str] = Field(default_factory=list)
+    # Which tools a chat message is offered (see assistant/tools/selection.py): "auto" offers the
+    # tools the message is about (none: the plain chat flow), "all" every registered tool.
+    selection: Literal["auto", "all"] = "auto"
+    selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
+    max_offered_tools: int = Field(5, ge=1, le=100)
 
 
 # --- tool capabilities: one section each; a tool is registered only when its section is configured --
@@ -211,6 +216,7 @@ class CommandsSettings(Section):
     execution_timeout_secs: float = Field(30, gt=0, le=3600)
     max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
     seed_defaults: bool = True  # create the default entries on first start
+    default_location: str | None = None  # the weather/briefing place when args.location is omitted
 
 
 class AgenticSettings(Section):

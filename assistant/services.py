@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assistant.agents.profiles import ProfileStore
+from assistant.agents.tasks import build_agentic
+from assistant.catalog import build_catalog
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
+from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer, open_sealer
 from assistant.embeddings.base import Embedder, create_embedder
@@ -25,9 +29,11 @@ from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
+from assistant.messaging.service import create_messaging
 from assistant.observability.metrics import Metrics
 from assistant.ratelimit import RateLimiter
 from assistant.security import KeyStore
+from assistant.snippets import SnippetStore
 from assistant.storage.analytics import Analytics
 from assistant.storage.db import Database
 from assistant.system import SystemMonitor
@@ -55,6 +61,12 @@ class Services:
     sealer: Sealer
     memory: MemoryStore | None = None
     tools: Toolbox | None = None
+    commands: Any = None  # assistant.commands.service.CommandService
+    messaging: Any = None  # assistant.messaging.service.MessagingService while [messenger] enabled
+    agentic: Any = None  # assistant.agents.tasks.AgenticService
+    catalog: Any = None  # assistant.catalog.CommandCatalog
+    profiles: Any = None  # assistant.agents.profiles.ProfileStore
+    snippets: Any = None  # assistant.snippets.SnippetStore
     scheduler: Any = None  # an APScheduler scheduler once `start_background` ran
     started_at: float = field(default_factory=time.time)
 
@@ -142,13 +154,14 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         model, queue_timeout_secs=inference.queue_timeout_secs, request_timeout_secs=inference.request_timeout_secs
     )
     conversations = ConversationStore(db, sealer)
+    profiles = ProfileStore(db, sealer)
     security = settings.security
     try:
         toolbox = build_toolbox(CapabilityDeps(settings, db, sealer, data_dir, memory))
     except Exception:
         db.close()
         raise
-    return Services(
+    services = Services(
         settings=settings,
         db=db,
         analytics=analytics,
@@ -157,7 +170,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         conversations=conversations,
         chat=ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
                          toolbox=toolbox, tool_settings=settings.tool_calling,
-                         tool_runs=ToolRunStore(db, sealer)),
+                         tool_runs=ToolRunStore(db, sealer), profiles=profiles),
         keys=KeyStore(db, security.api_keys),
         metrics=metrics,
         system=SystemMonitor(),
@@ -166,4 +179,11 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         sealer=sealer,
         memory=memory,
         tools=toolbox,
+        commands=CommandService.create(settings, toolbox, queue),
+        agentic=build_agentic(settings, db, sealer, queue, toolbox, profiles),
+        catalog=build_catalog(db, sealer, settings.commands),
+        profiles=profiles,
+        snippets=SnippetStore(db, sealer),
     )
+    services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
+    return services

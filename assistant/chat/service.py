@@ -8,6 +8,15 @@ With tool calling enabled and tools registered, a free-form message goes through
 tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. A message that
 starts with ``/`` is a command, not a question, and never reaches a tool; ``enabled_tools: []``
 turns tools off for one request.
+
+Agent profiles (:mod:`assistant.agents.profiles`): the profiles a message names — its
+``mentioned_profile_ids`` in order, then its ``@name`` mentions in order, each once — apply to
+that message only. The first is primary. Its system block (rendered template, style, skills,
+autonomy; other profiles add one line each) is appended to the system prompt (the request's
+``system_prompt`` or the configured one), never replacing it. Generation options: a request value
+wins over the primary profile's override, which wins over its verbosity's max_tokens hint, which
+wins over the configuration. Tools: the request's ``enabled_tools`` when given; otherwise, when
+some of the primary profile's skills name registered tools, only those tools; otherwise all.
 """
 
 from __future__ import annotations
@@ -15,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from uuid import UUID
 
+from assistant.agents.profiles import ProfileApplication, ProfileStore, apply_profiles
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
 from assistant.chat.tool_runs import ToolRun, ToolRunStore
@@ -30,6 +40,7 @@ from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
 from assistant.tools.catalog import Toolbox
+from assistant.tools.selection import ToolSelector
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,7 @@ class ChatService:
         metrics: Metrics,
         analytics: Analytics | None = None,
         *,
-        profile_ids: frozenset[str] = frozenset(),
+        profiles: ProfileStore | None = None,
         memory: MemoryStore | None = None,
         memory_settings: MemorySettings | None = None,
         toolbox: Toolbox | None = None,
@@ -103,8 +114,10 @@ class ChatService:
         self.memory_settings = memory_settings or MemorySettings()
         self.toolbox = toolbox
         self.tool_settings = tool_settings or ToolCallingSettings()
+        self.selector = ToolSelector(memory.embedder if memory is not None else None,
+                                     self.tool_settings.selection_threshold, self.tool_settings.max_offered_tools)
         self.tool_runs = tool_runs
-        self.profile_ids = profile_ids
+        self.profiles = profiles
         self.queue = queue
         self.conversations = conversations
         self.settings = settings
@@ -124,30 +137,57 @@ class ChatService:
             and not request.message.lstrip().startswith("/")
         )
 
-    def validate(self, request: ChatRequest) -> None:
-        """Refuse references to things that do not exist, naming each one."""
+    def offered_tools(self, request: ChatRequest, profile_tools: tuple[str, ...] | None = None,
+                      query_vector: Any = None) -> tuple[str, ...] | None:
+        """The tools this message is offered, or None for the plain chat flow. Named tools
+        (``enabled_tools``) are offered as asked; otherwise those of the primary profile's skills or
+        all registered, narrowed to the ones the message is about unless ``selection = "all"``
+        (:mod:`assistant.tools.selection`)."""
+        if not self.uses_tools(request):
+            return None
+        if request.enabled_tools is not None:
+            return request.enabled_tools
+        if self.tool_settings.selection == "all":
+            return profile_tools if profile_tools is not None else tuple(self.tool_names)
+        candidates = self.toolbox.registry.tools(profile_tools)
+        chosen = self.selector.select(request.message, candidates, query_vector)
+        return tuple(chosen) if chosen else None
+
+    def validate(self, request: ChatRequest, user_id: UUID | str | None = None) -> None:
+        """Refuse references to things that do not exist, naming each one (profile ids are looked
+        up among ``user_id``'s profiles: another user's profile is unknown)."""
         fields = []
         names = set(self.tool_names)
         for tool in request.enabled_tools or ():
             if tool not in names:
                 known = ", ".join(sorted(names)) or "none are registered"
                 fields.append({"field": "enabled_tools", "error": f"unknown tool {tool!r} (registered: {known})"})
-        for profile in request.mentioned_profile_ids:
-            if profile not in self.profile_ids:
-                fields.append({"field": "mentioned_profile_ids", "error": f"unknown agent profile {profile!r}"})
+        ids = list(dict.fromkeys(request.mentioned_profile_ids))
+        unknown = ids if self.profiles is None or user_id is None else self.profiles.missing(user_id, ids)
+        for profile in unknown:
+            fields.append({"field": "mentioned_profile_ids", "error": f"unknown agent profile {profile!r}"})
         limit = self.settings.context_length
         if request.max_tokens is not None and request.max_tokens > limit:
             fields.append({"field": "max_tokens", "error": f"must be at most the context length {limit}"})
         if fields:
             raise ValidationFailed("request validation failed: " + "; ".join(f["error"] for f in fields), fields)
 
+    def apply_profiles(self, user_id: UUID | str, request: ChatRequest) -> ProfileApplication:
+        """The profiles ``request`` names (ids, then ``@name`` mentions), applied to its message."""
+        if self.profiles is None:
+            return ProfileApplication()
+        found = self.profiles.resolve(user_id, request.mentioned_profile_ids, request.message)
+        return apply_profiles(found, user_prompt=request.message, registered_tools=self.tool_names)
+
     def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "",
-                separate_context: bool = False) -> list[ChatMessage]:
-        """System prompt (+ memories), history, the message. With ``separate_context`` the memories
-        are a second system message: chat templates put the tool list right after the first one,
-        so the long prefix of system prompt and tools stays the same from request to request and
-        is served from llama.cpp's KV cache instead of being evaluated again."""
+                separate_context: bool = False, profiles: ProfileApplication | None = None) -> list[ChatMessage]:
+        """System prompt (+ profiles, + memories), history, the message. With ``separate_context``
+        the memories are a second system message: chat templates put the tool list right after the
+        first one, so the long prefix of system prompt and tools stays the same from request to
+        request and is served from llama.cpp's KV cache instead of being evaluated again."""
         system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
+        if profiles is not None and profiles.system:
+            system = "\n\n".join(part for part in (system, profiles.system) if part)
         if separate_context:
             messages = [ChatMessage("system", part) for part in (system, memory_context) if part]
         else:
@@ -158,19 +198,25 @@ class ChatService:
         messages.append(ChatMessage("user", request.message))
         return messages
 
-    def _options(self, request: ChatRequest) -> GenerationOptions:
-        return GenerationOptions(
-            model=request.model,
-            temperature=self.settings.temperature if request.temperature is None else request.temperature,
-            max_tokens=self.settings.max_tokens if request.max_tokens is None else request.max_tokens,
+    def _options(self, request: ChatRequest, profiles: ProfileApplication | None = None) -> GenerationOptions:
+        """Request values, else the primary profile's, else the configuration's."""
+        options = GenerationOptions(temperature=self.settings.temperature, max_tokens=self.settings.max_tokens)
+        if profiles is not None:
+            options = profiles.options(options, self.settings.context_length)
+        return replace(
+            options,
+            model=options.model if request.model is None else request.model,
+            temperature=options.temperature if request.temperature is None else request.temperature,
+            max_tokens=options.max_tokens if request.max_tokens is None else request.max_tokens,
         )
 
     async def stream(self, user_id: UUID | str, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored (and learned
         from) before ``done``. Relevant memories are injected into the system prompt."""
-        self.validate(request)
+        self.validate(request, user_id)
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
+        profiles = self.apply_profiles(user_id, request)
         memory_on = self.memory is not None and self.memory_settings.enabled
         query_vector = None
         context = ""
@@ -180,9 +226,10 @@ class ChatService:
             context, _ = await asyncio.to_thread(
                 self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
             )
-        use_tools = self.uses_tools(request)
-        messages = self._prompt(user_id, request, context, separate_context=use_tools)
-        options = self._options(request)
+        enabled = self.offered_tools(request, profiles.tools, query_vector)
+        use_tools = enabled is not None
+        messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles)
+        options = self._options(request, profiles)
         start = time.perf_counter()
         parts: list[str] = []
         finished: Finished | None = None
@@ -192,7 +239,7 @@ class ChatService:
             if use_tools:
                 loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings)
                 context_for_tools = self.toolbox.context(user_id)
-                async for event in loop.stream(messages, options, context_for_tools, request.enabled_tools):
+                async for event in loop.stream(messages, options, context_for_tools, enabled):
                     if event.type is LoopEventType.MESSAGE_DELTA:
                         parts.append(event.data["delta"])
                         yield MessageEvent(event.data["delta"])

@@ -194,3 +194,199 @@ def m005_tool_runs(db: Database) -> None:
         CREATE INDEX tool_runs_user ON tool_runs(user_id, created_at);
         """
     )
+
+
+@migration
+def m007_command_catalog(db: Database) -> None:
+    """The shell-command catalog (server-wide), its executions (outputs sealed), approval requests
+    and the audit log (details sealed). Executions, approvals and audit rows keep the catalog id
+    of an entry deleted later, so they have no foreign key to it."""
+    db.executescript(
+        """
+        CREATE TABLE command_catalog (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL COLLATE NOCASE UNIQUE,
+            description TEXT NOT NULL,
+            command TEXT NOT NULL,
+            category TEXT NOT NULL,
+            risk_level TEXT NOT NULL,
+            os TEXT NOT NULL,
+            requires_approval INTEGER NOT NULL
+                CHECK (requires_approval = 1 OR risk_level NOT IN ('high', 'critical')),
+            is_default INTEGER NOT NULL DEFAULT 0,
+            created_by TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE command_executions (
+            id TEXT PRIMARY KEY,
+            catalog_id TEXT NOT NULL,
+            approval_id TEXT,
+            user_id TEXT,
+            command TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('completed', 'failed', 'timed_out')),
+            exit_code INTEGER,
+            stdout_sealed BLOB NOT NULL,
+            stderr_sealed BLOB NOT NULL,
+            duration_ms INTEGER NOT NULL,
+            timed_out INTEGER NOT NULL,
+            truncated INTEGER NOT NULL,
+            executed_at TEXT NOT NULL
+        );
+        CREATE INDEX command_executions_at ON command_executions(executed_at);
+        CREATE INDEX command_executions_catalog ON command_executions(catalog_id, executed_at);
+        CREATE TABLE command_approvals (
+            id TEXT PRIMARY KEY,
+            catalog_id TEXT NOT NULL,
+            catalog_name TEXT NOT NULL,
+            command TEXT NOT NULL,
+            risk_level TEXT NOT NULL,
+            requested_by TEXT,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'executed')),
+            reason_sealed BLOB,
+            decided_by TEXT,
+            decided_at TEXT,
+            execution_id TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX command_approvals_status ON command_approvals(status, created_at);
+        CREATE INDEX command_approvals_catalog ON command_approvals(catalog_id, status);
+        CREATE TABLE command_audit (
+            id TEXT PRIMARY KEY,
+            action TEXT NOT NULL CHECK (action IN ('created', 'deleted', 'execute', 'approval_requested',
+                                                   'approved', 'denied')),
+            catalog_id TEXT,
+            approval_id TEXT,
+            execution_id TEXT,
+            user_id TEXT,
+            detail_sealed BLOB NOT NULL,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX command_audit_at ON command_audit(at);
+        CREATE INDEX command_audit_catalog ON command_audit(catalog_id, at);
+        """
+    )
+
+
+@migration
+def m006_snippets(db: Database) -> None:
+    """Snippets: title and content sealed; title_key is a keyed token of (user, normalised title)
+    that makes titles unique per user ignoring case without storing them (assistant/snippets.py)."""
+    db.executescript(
+        """
+        CREATE TABLE snippets (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            title_sealed BLOB NOT NULL,
+            title_key BLOB NOT NULL,
+            content_sealed BLOB NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (user_id, title_key)
+        );
+        """
+    )
+
+
+@migration
+def m009_agentic_tasks(db: Database) -> None:
+    """Agentic tasks, their sub-agents and each task's event log (descriptions, plans, results and
+    event data sealed), so a task and its history outlive a restart."""
+    db.executescript(
+        """
+        CREATE TABLE agentic_tasks (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('planning', 'awaiting_approval', 'running', 'completed',
+                                                   'failed', 'cancelled', 'timed_out')),
+            description_sealed BLOB NOT NULL,
+            require_approval INTEGER NOT NULL,
+            plan_summary_sealed BLOB,
+            result_sealed BLOB,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX agentic_tasks_user ON agentic_tasks(user_id, created_at);
+        CREATE INDEX agentic_tasks_status ON agentic_tasks(status);
+        CREATE TABLE agentic_sub_agents (
+            id TEXT PRIMARY KEY,
+            task_id TEXT NOT NULL REFERENCES agentic_tasks(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            description_sealed BLOB NOT NULL,
+            profile TEXT,
+            tools TEXT,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled',
+                                                   'timed_out')),
+            result_sealed BLOB,
+            error TEXT,
+            started_at TEXT,
+            finished_at TEXT
+        );
+        CREATE INDEX agentic_sub_agents_task ON agentic_sub_agents(task_id, position);
+        CREATE TABLE agentic_events (
+            task_id TEXT NOT NULL REFERENCES agentic_tasks(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            event TEXT NOT NULL,
+            data_sealed BLOB NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, seq)
+        ) WITHOUT ROWID;
+        """
+    )
+
+
+@migration
+def m008_agent_profiles(db: Database) -> None:
+    """Agent profiles, sealed whole; the name is unique per user ignoring case through a keyed
+    token of the lower-cased name (also how ``@name`` mentions are looked up)."""
+    db.executescript(
+        """
+        CREATE TABLE agent_profiles (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            name_token BLOB NOT NULL,
+            profile_sealed BLOB NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (user_id, name_token)
+        );
+        CREATE INDEX agent_profiles_user ON agent_profiles(user_id, created_at);
+        """
+    )
+
+
+@migration
+def m010_webhook_messages(db: Database) -> None:
+    """Messaging webhook: every inbound message id once (dedupe, inserted before processing) with its
+    outcome, and the one conversation kept per sender and user. No message text is stored here."""
+    db.executescript(
+        """
+        CREATE TABLE webhook_messages (
+            platform TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            user_id TEXT,
+            message_type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            detail TEXT,
+            conversation_id TEXT,
+            reply_ids TEXT,
+            received_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (platform, message_id)
+        );
+        CREATE INDEX webhook_messages_status ON webhook_messages(status, received_at);
+        CREATE INDEX webhook_messages_received ON webhook_messages(received_at);
+        CREATE TABLE webhook_conversations (
+            platform TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (platform, sender_id, user_id)
+        );
+        """
+    )

@@ -11,10 +11,11 @@
   (``delivered_via`` = the channel, or ``"none"`` with the error in ``delivery_detail``). A crash
   between claim and delivery leaves the reminder ``pending``, never delivered twice: a missed
   reminder is better than one repeated at every restart.
-- Delivery: a :class:`ReminderDelivery` channel. ``MessengerDelivery`` posts Graph-style messages to
-  the sender id that ``[messenger] allowed_senders`` maps to the user; users with no sender, and setups
-  with no messenger, get ``LogDelivery``, which logs the reminder's id and owner but not its text
-  (the text stays sealed: it is never written to a log).
+- Delivery: a :class:`ReminderDelivery` channel. ``MessengerDelivery`` posts Graph-style messages
+  (through the webhook's sender, :mod:`assistant.messaging.sender`) to the sender id that
+  ``[messenger] allowed_senders`` maps to the user; users with no sender, and setups with no messenger,
+  get ``LogDelivery``, which logs the reminder's id and owner but not its text (the text stays sealed:
+  it is never written to a log).
 - :class:`ReminderRunner` (store + delivery + zone) is the capability's backend; the tools use its
   store and the scheduler calls its ``run_once``.
 """
@@ -35,6 +36,7 @@ from pydantic import Field
 from assistant.clock import iso, utcnow
 from assistant.crypto import Sealer
 from assistant.errors import ConfigError
+from assistant.messaging.sender import GraphMessageSender, MessageSendError, Recipient
 from assistant.storage.db import Database
 from assistant.tools.base import (
     Capability,
@@ -176,7 +178,8 @@ class LogDelivery:
 
 
 class MessengerDelivery:
-    """A Graph-style Send API: ``POST {api_base_url}/me/messages?access_token=...``.
+    """Reminders through the shared Graph-style sender (:class:`~assistant.messaging.sender.GraphMessageSender`),
+    Messenger style: ``POST {api_base_url}/me/messages?access_token=...`` with the ``CONFIRMED_EVENT_UPDATE`` tag.
 
     ``allowed_senders`` maps a platform sender id to a user id (as ``[messenger] allowed_senders``); a user with
     no sender id is handed to ``fallback``. Error details never include the URL (it holds the token).
@@ -185,49 +188,25 @@ class MessengerDelivery:
     def __init__(self, api_base_url: str, access_token: str, allowed_senders: Mapping[str, UUID | str], *,
                  fallback: ReminderDelivery | None = None, timeout_secs: float = 15.0,
                  client: httpx.Client | None = None):
-        self._url = api_base_url.rstrip("/") + "/me/messages"
-        self._token = access_token
+        self.sender = GraphMessageSender(api_base_url, access_token, timeout_secs=timeout_secs, client=client)
         self._recipients: dict[str, str] = {}
         for sender, user in allowed_senders.items():
             self._recipients.setdefault(str(user), str(sender))
         self._fallback = fallback or LogDelivery()
-        self._client = client or httpx.Client(timeout=timeout_secs)
 
     def deliver(self, reminder: Reminder) -> DeliveryReceipt:
         recipient = self._recipients.get(reminder.user_id)
         if recipient is None:
             return self._fallback.deliver(reminder)
-        body = {
-            "recipient": {"id": recipient},
-            "messaging_type": "MESSAGE_TAG",
-            "tag": "CONFIRMED_EVENT_UPDATE",
-            "message": {"text": f"Reminder: {reminder.text}"},
-        }
         try:
-            response = self._client.post(self._url, params={"access_token": self._token}, json=body)
-        except httpx.HTTPError as exc:
-            raise DeliveryError(f"messenger API unreachable: {type(exc).__name__}: {exc}") from None
-        if not response.is_success:
-            raise DeliveryError(f"messenger API answered HTTP {response.status_code}: {_graph_error(response)}")
-        message_id = _json(response).get("message_id")
-        return DeliveryReceipt("messenger", f"message_id={message_id}" if message_id else None)
+            sent = self.sender.send_text(Recipient(recipient), f"Reminder: {reminder.text}",
+                                         tag="CONFIRMED_EVENT_UPDATE")
+        except MessageSendError as exc:
+            raise DeliveryError(str(exc)) from None
+        return DeliveryReceipt("messenger", f"message_id={sent.message_id}" if sent.message_id else None)
 
     def close(self) -> None:
-        self._client.close()
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _graph_error(response: httpx.Response) -> str:
-    error = _json(response).get("error")
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message or response.text or response.reason_phrase)[:300]
+        self.sender.close()
 
 
 def create_delivery(settings: Any) -> ReminderDelivery:

@@ -284,3 +284,94 @@ def test_stream_sse_data_is_json(client, auth) -> None:
     assert data_lines
     for line in data_lines:
         json.loads(line[5:])
+
+
+# --- agent profiles: mentioned_profile_ids and @name --------------------------------------------------
+
+
+def make_profile(client, auth, **body) -> dict:
+    response = client.post("/v1/agent-profiles", json=body, headers=auth)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def send(client, auth, path: str, body: dict, sse):
+    response = client.post(path, json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    if path.endswith("/stream"):
+        assert sse(response.text)[-1][0] == "done"
+    return response
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
+def test_a_mentioned_profile_id_shapes_what_the_model_receives(client, auth, services, path: str,
+                                                               model: ScriptedChatModel, sse) -> None:
+    p = make_profile(client, auth, name="coder", role="Writes Python.", skills=["python"],
+                     style={"tone": "dry", "verbosity": "terse", "reasoning_depth": "deep"},
+                     system_prompt_template="You are {name}. The user asks: {user_prompt}",
+                     inference_overrides={"temperature": 0.3}, autonomy_level="low")
+    send(client, auth, path, {"message": "fix the bug", "mentioned_profile_ids": [p["id"]]}, sse)
+    messages, options = model.calls[0]
+    system = messages[0]
+    assert system.role == "system"
+    assert system.content.startswith(services.settings.inference.system_prompt + "\n\n"
+                                     "You are coder. The user asks: fix the bug\n\nTone: dry.\nVerbosity: terse")
+    assert "Reasoning: deep" in system.content and "Skills: python." in system.content
+    assert "Autonomy: low" in system.content
+    assert messages[-1] == ChatMessage("user", "fix the bug")
+    assert (options.temperature, options.max_tokens) == (0.3, 256)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
+def test_an_at_name_in_the_message_applies_the_profile(client, auth, path: str, model: ScriptedChatModel,
+                                                       sse) -> None:
+    make_profile(client, auth, name="Reviewer", emoji="🔍", inference_overrides={"temperature": 1.1})
+    send(client, auth, path, {"message": "@reviewer please look, and ask @nobody"}, sse)
+    messages, options = model.calls[0]
+    assert "You are Reviewer 🔍." in messages[0].content
+    assert options.temperature == 1.1
+    assert messages[-1].content == "@reviewer please look, and ask @nobody"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
+def test_request_values_win_over_the_profile(client, auth, path: str, model: ScriptedChatModel, sse) -> None:
+    p = make_profile(client, auth, name="coder", skills=["list_reminders"],
+                     inference_overrides={"temperature": 0.3, "max_tokens": 300, "model": "profile-model"})
+    send(client, auth, path, {"message": "@coder hi"}, sse)
+    send(client, auth, path, {"message": "hi", "mentioned_profile_ids": [p["id"]], "temperature": 0.9,
+                              "max_tokens": 20, "model": "request-model", "system_prompt": "Be brief.",
+                              "enabled_tools": ["create_reminder"]}, sse)
+    (_, by_profile), (messages, by_request) = model.calls[0], model.calls[1]
+    assert (by_profile.temperature, by_profile.max_tokens, by_profile.model) == (0.3, 300, "profile-model")
+    assert [t.name for t in by_profile.tools] == ["list_reminders"]
+    assert (by_request.temperature, by_request.max_tokens, by_request.model) == (0.9, 20, "request-model")
+    assert [t.name for t in by_request.tools] == ["create_reminder"]
+    assert messages[0].content.startswith("Be brief.\n\nYou are coder.")
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/stream"])
+def test_unknown_profile_ids_are_422_naming_them(client, auth, services, path: str,
+                                                 model: ScriptedChatModel) -> None:
+    other_key, _ = services.keys.create("someone-else", user_id=uuid4())
+    theirs = make_profile(client, {"Authorization": f"Bearer {other_key}"}, name="coder")
+    response = client.post(path, json={"message": "hi", "mentioned_profile_ids": ["p-1", theirs["id"]]}, headers=auth)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    assert error["details"]["fields"] == [
+        {"field": "mentioned_profile_ids", "error": "unknown agent profile 'p-1'"},
+        {"field": "mentioned_profile_ids", "error": f"unknown agent profile {theirs['id']!r}"},
+    ]
+    assert model.calls == []
+
+
+def test_several_profiles_the_first_mentioned_is_primary(client, auth, model: ScriptedChatModel) -> None:
+    make_profile(client, auth, name="alpha", role="Plans.", inference_overrides={"temperature": 0.1})
+    beta = make_profile(client, auth, name="beta", role="Builds.", inference_overrides={"temperature": 0.9})
+    response = client.post("/v1/chat", json={"message": "@alpha with @beta", "mentioned_profile_ids": [beta["id"]]},
+                           headers=auth)
+    assert response.status_code == 200
+    messages, options = model.calls[0]
+    assert "You are beta. Your role: Builds." in messages[0].content
+    assert messages[0].content.endswith("\n- alpha: Plans.")
+    assert options.temperature == 0.9

@@ -46,7 +46,8 @@ def minilm() -> SentenceTransformerEmbedder:
 @pytest.fixture
 def real_settings(make_settings: Callable[..., Settings]) -> Settings:
     settings = make_settings(memory={"embedding_backend": "sentence-transformers"},
-                             security={"rate_limit_enabled": False})
+                             security={"rate_limit_enabled": False},
+                             tool_calling={"selection": "auto"})  # as deployed: these messages need no tool
     assert settings.memory.embedding_backend == "sentence-transformers"
     assert settings.memory.embedding_model == "all-MiniLM-L6-v2"
     assert settings.memory.enable_encryption is True

@@ -7,6 +7,7 @@ from uuid import uuid4
 
 import pytest
 
+from assistant.agents.profiles import InferenceOverrides, ProfileDraft, Style
 from assistant.chat.service import ChatRequest, DoneEvent, MessageEvent
 from assistant.errors import NotFoundError, ServiceUnavailableError, UpstreamError, ValidationFailed
 from assistant.llm.base import ChatMessage
@@ -233,3 +234,116 @@ def test_with_tools_memories_are_a_second_system_message(services: Services, mod
     assert options.tools  # the tool loop ran
     assert messages[0] == ChatMessage("system", services.settings.inference.system_prompt)
     assert messages[1].role == "system" and "teal" in messages[1].content
+
+
+# --- agent profiles (mentioned_profile_ids and @name) ----------------------------------------------
+
+
+def make_profile(services: Services, user, **fields):
+    return services.profiles.create(user, ProfileDraft(**fields))
+
+
+def test_a_mentioned_profile_extends_the_system_prompt(services: Services, model: ScriptedChatModel, user) -> None:
+    p = make_profile(services, user, name="coder", system_prompt_template="You are {name}; asked: {user_prompt}",
+                     style=Style(tone="dry"))
+    chat(services, user, message="fix it", mentioned_profile_ids=(p.id,))
+    messages, _ = model.calls[0]
+    block = p.apply("fix it").system
+    assert block.startswith("You are coder; asked: fix it\n\nTone: dry.")
+    assert messages[0] == ChatMessage("system", services.settings.inference.system_prompt + "\n\n" + block)
+    assert messages[-1] == ChatMessage("user", "fix it")
+
+
+def test_an_at_name_mention_applies_the_profile(services: Services, model: ScriptedChatModel, user) -> None:
+    p = make_profile(services, user, name="Coder", role="Writes Python.")
+    chat(services, user, message="@coder please fix it")
+    messages, _ = model.calls[0]
+    assert messages[0].content.endswith("\n\n" + p.apply("@coder please fix it").system)
+    assert "You are Coder. Your role: Writes Python." in messages[0].content
+    assert messages[-1] == ChatMessage("user", "@coder please fix it")  # the message is sent unchanged
+
+
+def test_unknown_at_words_are_just_text(services: Services, model: ScriptedChatModel, user) -> None:
+    other = uuid4()
+    make_profile(services, other, name="coder")  # another user's profile is not found by name
+    chat(services, user, message="@coder @nobody hi, mail me at a@b.c")
+    assert model.calls[0][0][0] == ChatMessage("system", services.settings.inference.system_prompt)
+
+
+def test_the_profile_extends_a_request_system_prompt(make_settings, make_services, model: ScriptedChatModel) -> None:
+    services = make_services(make_settings(memory={"enabled": False}), model)
+    user = services.keys.owner_user_id()
+    p = make_profile(services, user, name="coder")
+    chat(services, user, message="@coder hi", system_prompt="You are a pirate.")
+    assert model.calls[0][0][0] == ChatMessage("system", "You are a pirate.\n\n" + p.apply().system)
+    chat(services, user, message="@coder hi", system_prompt="")
+    assert model.calls[1][0][0] == ChatMessage("system", p.apply().system)
+
+
+def test_profile_overrides_apply_and_request_values_win(services: Services, model: ScriptedChatModel,
+                                                        user) -> None:
+    p = make_profile(services, user, name="careful", style=Style(verbosity="terse"),
+                     inference_overrides=InferenceOverrides(temperature=0.2, max_tokens=100, model="other-model"))
+    chat(services, user, message="hi", mentioned_profile_ids=(p.id,))
+    options = model.calls[0][1]
+    assert (options.temperature, options.max_tokens, options.model) == (0.2, 100, "other-model")
+    chat(services, user, message="hi", mentioned_profile_ids=(p.id,), temperature=1.5, max_tokens=50, model="m2")
+    options = model.calls[1][1]
+    assert (options.temperature, options.max_tokens, options.model) == (1.5, 50, "m2")
+    chat(services, user, message="hi", mentioned_profile_ids=(p.id,), temperature=0.0)
+    assert model.calls[2][1].temperature == 0.0
+
+
+def test_verbosity_is_a_max_tokens_hint(services: Services, model: ScriptedChatModel, user) -> None:
+    make_profile(services, user, name="brief", style=Style(verbosity="terse"))
+    make_profile(services, user, name="chatty", style=Style(verbosity="verbose"))
+    chat(services, user, message="@brief hi")
+    chat(services, user, message="@chatty hi")
+    chat(services, user, message="@chatty hi", max_tokens=10)
+    assert [c[1].max_tokens for c in model.calls] == [256, 1024, 10]
+
+
+def test_several_profiles_the_first_is_primary(services: Services, model: ScriptedChatModel, user) -> None:
+    a = make_profile(services, user, name="alpha", role="First.", inference_overrides=InferenceOverrides(temperature=0.1))
+    b = make_profile(services, user, name="beta", role="Second.", inference_overrides=InferenceOverrides(temperature=0.9))
+    chat(services, user, message="@alpha and @beta, go", mentioned_profile_ids=(b.id,))
+    messages, options = model.calls[0]
+    system = messages[0].content
+    assert "You are beta. Your role: Second." in system
+    assert system.endswith("\n- alpha: First.")
+    assert "You are alpha" not in system
+    assert options.temperature == 0.9
+    assert a.id != b.id
+
+
+def test_skills_naming_tools_restrict_the_tools(services: Services, model: ScriptedChatModel, user) -> None:
+    assert {"create_reminder", "list_reminders"} <= set(services.chat.tool_names)
+    make_profile(services, user, name="planner", skills=("planning", "list_reminders"))
+    make_profile(services, user, name="talker", skills=("small-talk",))
+    chat(services, user, message="@planner what is due?")
+    chat(services, user, message="@planner what is due?", enabled_tools=("create_reminder",))  # the request wins
+    chat(services, user, message="@talker hi")  # no skill names a tool: all tools
+    assert [t.name for t in model.calls[0][1].tools] == ["list_reminders"]
+    assert [t.name for t in model.calls[1][1].tools] == ["create_reminder"]
+    assert [t.name for t in model.calls[2][1].tools] == services.chat.tool_names
+
+
+def test_another_users_profile_id_is_unknown(services: Services, model: ScriptedChatModel, user) -> None:
+    theirs = make_profile(services, uuid4(), name="coder")
+    mine = make_profile(services, user, name="coder")
+    with pytest.raises(ValidationFailed) as info:
+        chat(services, user, message="hi", mentioned_profile_ids=(mine.id, theirs.id, "p-2"))
+    assert info.value.details["fields"] == [
+        {"field": "mentioned_profile_ids", "error": f"unknown agent profile {theirs.id!r}"},
+        {"field": "mentioned_profile_ids", "error": "unknown agent profile 'p-2'"},
+    ]
+    assert model.calls == []
+
+
+def test_the_stream_applies_profiles_too(services: Services, model: ScriptedChatModel, user) -> None:
+    p = make_profile(services, user, name="coder", inference_overrides=InferenceOverrides(temperature=0.4))
+    events = stream(services, user, message="@CODER hi")
+    assert isinstance(events[-1], DoneEvent)
+    messages, options = model.calls[0]
+    assert messages[0].content.endswith(p.apply("@CODER hi").system)
+    assert options.temperature == 0.4

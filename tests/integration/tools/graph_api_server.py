@@ -1,6 +1,7 @@
 """A stand-in for the messaging platform's Graph Send API: a real HTTP server (stdlib
 ``http.server``) on a free loopback port that records every request and answers like the Send API
-(``{"recipient_id", "message_id"}``), or with a Graph error when told to refuse.
+(``{"recipient_id", "message_id"}`` on ``/me/messages``; WhatsApp Cloud's ``{"messages": [{"id"}]}`` on
+``/{phone_number_id}/messages``), or with a Graph error when told to refuse.
 
 Import the fixture explicitly: ``from tests.integration.tools.graph_api_server import graph_api  # noqa: F401``.
 """
@@ -8,6 +9,7 @@ Import the fixture explicitly: ``from tests.integration.tools.graph_api_server i
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +18,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
+_CLOUD_PATH = re.compile(r"/[^/]+/messages")
 
 
 @dataclass
@@ -38,15 +42,20 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         self.api.requests.append({"path": url.path, "query": parse_qs(url.query), "body": body,
-                                  "content_type": self.headers.get("Content-Type")})
+                                  "content_type": self.headers.get("Content-Type"),
+                                  "authorization": self.headers.get("Authorization")})
         if self.api.refuse_with is not None:
             self._answer(self.api.refuse_with, {"error": {"message": "(#100) No matching user found",
                                                           "type": "OAuthException", "code": 100}})
-        elif url.path != "/me/messages":
-            self._answer(404, {"error": {"message": f"unknown path {url.path}", "code": 803}})
-        else:
+        elif url.path == "/me/messages":
             recipient = body.get("recipient", {}).get("id") if isinstance(body, dict) else None
             self._answer(200, {"recipient_id": recipient, "message_id": f"m_{len(self.api.requests)}"})
+        elif _CLOUD_PATH.fullmatch(url.path):  # WhatsApp Cloud style: /{phone_number_id}/messages
+            to = body.get("to") if isinstance(body, dict) else None
+            self._answer(200, {"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
+                               "messages": [{"id": f"wamid.{len(self.api.requests)}"}]})
+        else:
+            self._answer(404, {"error": {"message": f"unknown path {url.path}", "code": 803}})
         self.api.received.set()
 
     def _answer(self, status: int, payload: dict[str, Any]) -> None:

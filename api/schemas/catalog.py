@@ -1,0 +1,167 @@
+"""Request and response models of the command catalog, its executions, approvals and audit log."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from assistant.catalog import (
+    Approval,
+    AuditAction,
+    AuditEvent,
+    CatalogEntry,
+    Category,
+    Execution,
+    RiskLevel,
+    TargetOs,
+)
+from assistant.catalog.approvals import MAX_REASON_CHARS, ApprovalStatus
+from assistant.catalog.store import MAX_COMMAND_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
+from assistant.catalog.values import allowed
+
+CATEGORIES = allowed(Category)
+RISK_LEVELS = allowed(RiskLevel)
+OSES = allowed(TargetOs)
+
+
+def _one_of(enum: type, value: str) -> str:
+    if value not in {v.value for v in enum}:
+        raise ValueError(f"must be one of {allowed(enum)}")
+    return value
+
+
+class CatalogCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=MAX_NAME_CHARS,
+                      description=f"Unique regardless of case; at most {MAX_NAME_CHARS} characters.")
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    command: str = Field(max_length=MAX_COMMAND_CHARS,
+                         description="Shell command text: run by /bin/sh -c (cmd.exe /c on Windows).")
+    category: str = Field(description=f"One of {CATEGORIES}.")
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.")
+    os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.")
+    requires_approval: bool = Field(False, description="Forced to true for risk_level high and critical.")
+
+    @field_validator("name", "command")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        if "\x00" in value:
+            raise ValueError("must not contain a NUL character")
+        return value
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, value: str) -> str:
+        return _one_of(Category, value)
+
+    @field_validator("risk_level")
+    @classmethod
+    def _risk(cls, value: str) -> str:
+        return _one_of(RiskLevel, value)
+
+    @field_validator("os")
+    @classmethod
+    def _os(cls, value: str) -> str:
+        return _one_of(TargetOs, value)
+
+
+class CatalogCommand(BaseModel):
+    id: str
+    name: str
+    description: str
+    command: str
+    category: str = Field(description=f"One of {CATEGORIES}.")
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}.")
+    os: str = Field(description=f"One of {OSES}.")
+    requires_approval: bool = Field(description="True makes execution create an approval request instead of "
+                                                "running; always true for risk high and critical.")
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, e: CatalogEntry) -> CatalogCommand:
+        return cls(id=e.id, name=e.name, description=e.description, command=e.command, category=e.category.value,
+                   risk_level=e.risk_level.value, os=e.os.value, requires_approval=e.requires_approval,
+                   created_at=e.created_at, updated_at=e.updated_at)
+
+
+class CatalogCount(BaseModel):
+    count: int
+
+
+class ExecutionOut(BaseModel):
+    execution_id: str
+    catalog_id: str
+    approval_id: str | None = Field(description="The approval request it ran for, if any.")
+    user_id: str | None = Field(description="Who executed it (for an approved request: the approver).")
+    command: str = Field(description="The command text that ran.")
+    status: str = Field(description="completed (exit code 0), failed (non-zero exit code, or the shell could "
+                                    "not start) or timed_out (killed at commands.execution_timeout_secs).")
+    exit_code: int | None = Field(description="null when timed out or when the command could not start.")
+    stdout: str = Field(description="At most commands.max_output_bytes of standard output (UTF-8, invalid "
+                                    "bytes replaced).")
+    stderr: str = Field(description="At most commands.max_output_bytes of standard error.")
+    duration_ms: int
+    truncated: bool = Field(description="True when stdout or stderr was cut at commands.max_output_bytes.")
+    executed_at: str
+
+    @classmethod
+    def of(cls, x: Execution) -> ExecutionOut:
+        return cls(execution_id=x.id, catalog_id=x.catalog_id, approval_id=x.approval_id, user_id=x.user_id,
+                   command=x.command, status=x.status.value, exit_code=x.exit_code, stdout=x.stdout,
+                   stderr=x.stderr, duration_ms=x.duration_ms, truncated=x.truncated, executed_at=x.executed_at)
+
+
+class ApprovalOut(BaseModel):
+    id: str
+    catalog_id: str
+    catalog_name: str
+    command: str = Field(description="The command text that runs if approved.")
+    risk_level: str
+    status: str = Field(description="pending, approved (approved and running), denied or executed.")
+    requested_by: str | None
+    requested_at: str
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None = Field(description="The reason given with the decision, if any.")
+    execution_id: str | None = Field(description="Set once the approved command ran.")
+
+    @classmethod
+    def of(cls, a: Approval) -> ApprovalOut:
+        return cls(**{**asdict(a), "status": a.status.value})
+
+
+class ApprovalRequired(BaseModel):
+    status: str = Field("approval_required", description="Always `approval_required`.")
+    approval_id: str
+    catalog_id: str
+    message: str
+    approval: ApprovalOut
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, description="Why; recorded in the audit log.")
+
+
+class AuditEventOut(BaseModel):
+    id: str
+    action: str = Field(description=f"One of {allowed(AuditAction)}.")
+    catalog_id: str | None
+    approval_id: str | None
+    execution_id: str | None
+    user_id: str | None = Field(description="The caller; null for the server itself (the default entries).")
+    detail: str
+    at: str
+
+    @classmethod
+    def of(cls, e: AuditEvent) -> AuditEventOut:
+        return cls(**{**asdict(e), "action": e.action.value})
+
+
+APPROVAL_STATUSES = allowed(ApprovalStatus)

@@ -1,0 +1,1 @@
+"""Agent profiles (personas applied in chat and to sub-agents) and agentic tasks."""

@@ -1,0 +1,75 @@
+"""Recorded executions of catalog commands. Outputs can hold user data: they are sealed at rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import uuid4
+
+from assistant.catalog.executor import ExecutionStatus, RunOutcome
+from assistant.clock import iso
+from assistant.crypto import Sealer
+from assistant.errors import NotFoundError
+from assistant.storage.db import Database
+
+
+@dataclass(frozen=True)
+class Execution:
+    id: str
+    catalog_id: str
+    approval_id: str | None
+    user_id: str | None
+    command: str
+    status: ExecutionStatus
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_ms: int
+    timed_out: bool
+    truncated: bool
+    executed_at: str
+
+
+class ExecutionStore:
+    def __init__(self, db: Database, sealer: Sealer):
+        self.db = db
+        self.sealer = sealer
+
+    def record(self, catalog_id: str, command: str, user_id: str | None, outcome: RunOutcome,
+               approval_id: str | None = None, executed_at: str | None = None) -> Execution:
+        execution = Execution(
+            id=str(uuid4()), catalog_id=catalog_id, approval_id=approval_id, user_id=user_id, command=command,
+            status=outcome.status, exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr,
+            duration_ms=outcome.duration_ms, timed_out=outcome.timed_out, truncated=outcome.truncated,
+            executed_at=executed_at or iso(),
+        )
+        self.db.execute(
+            "INSERT INTO command_executions (id, catalog_id, approval_id, user_id, command, status, exit_code, "
+            "stdout_sealed, stderr_sealed, duration_ms, timed_out, truncated, executed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (execution.id, catalog_id, approval_id, user_id, command, execution.status.value, execution.exit_code,
+             self.sealer.seal(execution.stdout), self.sealer.seal(execution.stderr), execution.duration_ms,
+             int(execution.timed_out), int(execution.truncated), execution.executed_at),
+        )
+        return execution
+
+    def get(self, execution_id: str) -> Execution:
+        row = self.db.one("SELECT * FROM command_executions WHERE id = ?", (str(execution_id),))
+        if row is None:
+            raise NotFoundError(f"execution {execution_id} not found")
+        return self._execution(row)
+
+    def list(self, limit: int = 100, offset: int = 0, catalog_id: str | None = None) -> list[Execution]:
+        """Newest first."""
+        where, params = ("WHERE catalog_id = ? ", [str(catalog_id)]) if catalog_id else ("", [])
+        rows = self.db.query(f"SELECT * FROM command_executions {where}ORDER BY executed_at DESC, rowid DESC "
+                             "LIMIT ? OFFSET ?", (*params, limit, offset))
+        return [self._execution(r) for r in rows]
+
+    def _execution(self, row: dict) -> Execution:
+        return Execution(
+            id=row["id"], catalog_id=row["catalog_id"], approval_id=row["approval_id"], user_id=row["user_id"],
+            command=row["command"], status=ExecutionStatus(row["status"]), exit_code=row["exit_code"],
+            stdout=self.sealer.open(row["stdout_sealed"]), stderr=self.sealer.open(row["stderr_sealed"]),
+            duration_ms=row["duration_ms"], timed_out=bool(row["timed_out"]), truncated=bool(row["truncated"]),
+            executed_at=row["executed_at"],
+        )

@@ -1,0 +1,1 @@
+"""Structured commands (briefing, weather, calendar, emails, help) and the natural-language parser."""
