@@ -7,13 +7,22 @@ from fastapi import FastAPI
 import assistant
 from api import errors
 from api.middleware import Authenticate, RateLimit, RequestContext
-from api.routes import chat, docs, health, memories, metrics, system, tools
-from api.routes import approvals, catalog
-from api.routes import snippets
-from api.routes import agent_profiles
-from api.routes import agentic
-from api.routes import webhooks
-from api.routes import commands
+from api.routes import (
+    agent_profiles,
+    agentic,
+    approvals,
+    catalog,
+    chat,
+    commands,
+    docs,
+    health,
+    memories,
+    metrics,
+    snippets,
+    system,
+    tools,
+    webhooks,
+)
 from assistant.services import Services
 
 DESCRIPTION = """

@@ -115,6 +115,8 @@ class Services:
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
         self.queue.close()
+        if self.messaging is not None:
+            self.messaging.close()
         if self.tools is not None:
             self.tools.close()
         self.analytics.close()

@@ -224,10 +224,12 @@ class AgenticService:
                 last = event.seq
                 if event.type.final:
                     return
-            status = self.store.get(task_id).status
-            if task_id not in self._runs and status is not TaskStatus.AWAITING_APPROVAL:
-                return  # nothing will happen to it in this process
             while True:
+                # Every event after the history read is in the queue; once it is drained, stop
+                # unless something here can still add to it (a run, or a plan awaiting approval).
+                if queue.empty() and task_id not in self._runs and \
+                        self.store.get(task_id).status is not TaskStatus.AWAITING_APPROVAL:
+                    return
                 event = await queue.get()
                 if event.seq <= last:
                     continue
@@ -246,8 +248,13 @@ class AgenticService:
 
     def _start(self, task_id: str, user_id: str, *, approved: bool) -> None:
         task = asyncio.create_task(self._drive(task_id, user_id, approved), name=f"agentic-task-{task_id}")
-        self._runs[task_id] = _Run(task)
-        task.add_done_callback(lambda _: self._runs.pop(task_id, None))
+        run = self._runs[task_id] = _Run(task)  # also the strong reference that keeps the task alive
+
+        def forget(_: asyncio.Task[None]) -> None:
+            if self._runs.get(task_id) is run:
+                del self._runs[task_id]
+
+        task.add_done_callback(forget)
 
     def _end(self, task_id: str, status: TaskStatus, sub_status: SubAgentStatus, kind: TaskEventType, /,
              **data: Any) -> bool:

@@ -23,10 +23,16 @@ words were read in, ``[calendar] timezone``, default UTC):
 task and send_email. Confidence: 0.95 for a pattern, 0.6 for a pattern missing a part (a reminder
 without a time), the model's own estimate clipped to 0..0.9 (0.5 when it gives none), 0 when
 nothing was understood. Relative dates follow :mod:`assistant.commands.when`.
+
+The model is asked (:func:`assistant.commands.structured.ask_json`) for ``{what, when, type,
+confidence}``: the subject and the time words as the user said them, then the type. The parser,
+not the model, resolves the time words, so a small model need not do date arithmetic; every field
+is checked before a command is built from it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,7 +93,7 @@ class ParsedCommand:
 # --- the quick patterns ------------------------------------------------------------------------------
 
 _POLITE = r"(?:(?:hey|hi|ok|okay|so)[,!]?\s+)?(?:(?:please|pls|can you|could you|would you|will you|kindly)\s+)?"
-_PLEASE = re.compile(r"(?:[,\s]+please)+$", re.I)
+_PLEASE = re.compile(r"(?:[,\s]+please)+$", re.IGNORECASE)
 _MAIL = r"(?:e-?mails?|mails?|inbox|mailbox)"
 _CAL = r"(?:calendar|schedule|agenda|diary|appointments|meetings|events|plans)"
 _NUMBER = rf"(?:\d{{1,3}}|{'|'.join(sorted(NUMBER_WORDS, key=len, reverse=True))})"
@@ -95,56 +101,60 @@ _NUMBER = rf"(?:\d{{1,3}}|{'|'.join(sorted(NUMBER_WORDS, key=len, reverse=True))
 _HELP = re.compile(
     rf"^{_POLITE}(?:help(?: me)?|\?|commands|what can you do|what can i (?:say|ask)|"
     r"(?:show|list)(?: me)?(?: the| all)?(?: available)? commands|what commands (?:are there|do you (?:know|have)))$",
-    re.I)
+    re.IGNORECASE)
 _BRIEFING = re.compile(
     rf"^(?:good morning|morning|briefing|daily briefing|morning briefing|brief me|{_POLITE}(?:give me|show me|"
     r"get me|read me|what'?s|what is)\s+(?:my|a|the|today'?s)\s+(?:daily\s+|morning\s+)?"
     r"(?:briefing|brief|summary|rundown|overview)(?:\s+for today)?)(?:[,!\s]+(?:assistant|there|everyone))?$",
-    re.I)
+    re.IGNORECASE)
 _REMINDER = re.compile(rf"^{_POLITE}(?:remind me|(?:set|create|add|make)\s+(?:a\s+|an\s+)?(?:new\s+)?reminder)"
-                       r"(?:\s+(?P<rest>.*))?$", re.I)
+                       r"(?:\s+(?P<rest>.*))?$", re.IGNORECASE)
 _TASKS = (
     re.compile(rf"^{_POLITE}(?:add|create|make|new|put)\s+(?:a\s+|an\s+)?(?:new\s+)?(?:task|to-?do)(?:\s+item)?"
-               r"\s*(?:[:\-]|to|called|named)?\s+(?P<rest>.+)$", re.I),
+               r"\s*(?:[:\-]|to|called|named)?\s+(?P<rest>.+)$", re.IGNORECASE),
     re.compile(rf"^{_POLITE}(?:add|put)\s+(?P<rest>.+?)\s+(?:to|on)\s+(?:my\s+|the\s+)?(?:task|to-?do|tasks)"
-               r"(?:\s+list)?$", re.I),
-    re.compile(r"^(?:task|to-?do)\s*:\s*(?P<rest>.+)$", re.I),
+               r"(?:\s+list)?$", re.IGNORECASE),
+    re.compile(r"^(?:task|to-?do)\s*:\s*(?P<rest>.+)$", re.IGNORECASE),
 )
 _EVENT = re.compile(rf"^{_POLITE}(?:add|create|schedule|book|put|set up|setup|make|plan|arrange|organi[sz]e)\s+"
-                    r"(?P<rest>.+)$", re.I)
+                    r"(?P<rest>.+)$", re.IGNORECASE)
 _CALENDAR_MENTION = re.compile(r"\s*\b(?:to|on|in|into)\s+(?:my|the)\s+(?:calendar|diary|agenda|schedule)\b\s*",
-                               re.I)
+                               re.IGNORECASE)
 _EVENT_NAMED = re.compile(r"^(?:an?\s+|the\s+|new\s+)*(?:event|appointment)\s+(?:called|named|titled|for)\s+",
-                          re.I)
-_ARTICLE = re.compile(r"^(?:an?|the|new)\s+", re.I)
+                          re.IGNORECASE)
+_ARTICLE = re.compile(r"^(?:an?|the|new)\s+", re.IGNORECASE)
 _SEND_EMAIL = re.compile(
     rf"^{_POLITE}(?:send|write|compose)\s+(?:an?\s+)?(?:e-?mail|mail|message)\s+to\s+"
     r"(?P<to>[^\s@,]+@[^\s@,]+\.[^\s@,]+(?:\s*(?:,|and)\s*[^\s@,]+@[^\s@,]+\.[^\s@,]+)*)"
     r"(?:\s+(?:about|with (?:the )?subject|subject:?|re:?)\s+(?P<subject>.+?))?"
-    r"(?:\s+(?:saying|that says|to say|with (?:the )?(?:text|message|body)|:)\s+(?P<body>.+))?$", re.I)
-_WEATHER = re.compile(r"\b(?:weather|forecast|temperature|rain(?:ing)?|snow(?:ing)?|sunny)\b", re.I)
-_WEATHER_NOW = re.compile(r"\s+(?:now|right now|at the moment|currently|outside|like|going to be|gonna be)$", re.I)
-_PERIOD_WORDS = re.compile(r"^(?:for|in|on|over|during|at)\s+", re.I)
-_WEATHER_IN = re.compile(r"^.*\b(?:in|for|at|near|around)\s+(?P<place>[^\d,;:!?()]+?)$", re.I)
-_WEATHER_AFTER = re.compile(r"^(?:the\s+)?(?:weather|forecast)\s+(?P<place>[^\d,;:!?()]+)$", re.I)
+    r"(?:\s+(?:saying|that says|to say|with (?:the )?(?:text|message|body)|:)\s+(?P<body>.+))?$", re.IGNORECASE)
+_WEATHER = re.compile(r"\b(?:weather|forecast|temperature|rain(?:ing)?|snow(?:ing)?|sunny)\b", re.IGNORECASE)
+_WEATHER_NOW = re.compile(r"\s+(?:now|right now|at the moment|currently|outside|like|going to be|gonna be)$",
+                          re.IGNORECASE)
+_PERIOD_WORDS = re.compile(r"^(?:for|in|on|over|during|at)\s+", re.IGNORECASE)
+_WEATHER_IN = re.compile(r"^.*\b(?:in|for|at|near|around)\s+(?P<place>[^\d,;:!?()]+?)$", re.IGNORECASE)
+_WEATHER_AFTER = re.compile(r"^(?:the\s+)?(?:weather|forecast)\s+(?P<place>[^\d,;:!?()]+)$", re.IGNORECASE)
 _WEATHER_BEFORE = re.compile(r"^(?P<place>[A-Z][^\d,;:!?()]*?)(?:'s)?\s+(?:weather|forecast)$")
 _NOT_PLACES = {"the", "my", "what", "what's", "whats", "how", "how's", "is", "show", "tell", "get", "check",
                "today's", "current", "local", "a", "me", "us", "here", "there", "the moment", "outside"}
 _CALENDAR_QUERIES = (
     re.compile(rf"^{_POLITE}(?:(?:what'?s|whats|what is|what are|show(?: me)?|list|check|open|tell me(?: about)?|"
-               rf"read(?: me)?|get|see|view|display|any)\b.*?\b{_CAL}|my\s+{_CAL}|{_CAL})\b(?P<rest>.*)$", re.I),
+               rf"read(?: me)?|get|see|view|display|any)\b.*?\b{_CAL}|my\s+{_CAL}|{_CAL})\b(?P<rest>.*)$",
+               re.IGNORECASE),
     re.compile(rf"^{_POLITE}(?:what'?s|whats|what is|is there anything|anything)\s+(?:on|planned|scheduled|"
-               r"happening|coming up)\b(?P<rest>.*)$", re.I),
+               r"happening|coming up)\b(?P<rest>.*)$", re.IGNORECASE),
     re.compile(rf"^{_POLITE}(?:what do i have|what have i got|do i have anything|am i (?:busy|free))"
-               r"(?:\s+(?:on|planned|scheduled))?\b(?P<rest>.*)$", re.I),
+               r"(?:\s+(?:on|planned|scheduled))?\b(?P<rest>.*)$", re.IGNORECASE),
 )
 _EMAILS = re.compile(
     rf"^{_POLITE}(?:(?:check|read|show|list|get|open|see|view|fetch|any|do i have|have i got|what'?s in|"
-    rf"what is in|what are)\b.*?\b{_MAIL}|(?:my\s+|new\s+)?{_MAIL})\b(?P<rest>.*)$", re.I)
-_EMAIL_FILLER = re.compile(r"^(?:\s*(?:for me|today|now|please|right now|again|any new ones|messages))*\s*$", re.I)
+    rf"what is in|what are)\b.*?\b{_MAIL}|(?:my\s+|new\s+)?{_MAIL})\b(?P<rest>.*)$", re.IGNORECASE)
+_EMAIL_FILLER = re.compile(r"^(?:\s*(?:for me|today|now|please|right now|again|any new ones|messages))*\s*$",
+                           re.IGNORECASE)
 _EMAIL_COUNT = (
-    re.compile(rf"\b(?:last|latest|newest|recent|top|first)\s+(?P<n>{_NUMBER})\b", re.I),
-    re.compile(rf"\b(?P<n>\d{{1,3}})\s+(?:new(?:est)?\s+|latest\s+|recent\s+|last\s+|unread\s+)?{_MAIL}", re.I),
+    re.compile(rf"\b(?:last|latest|newest|recent|top|first)\s+(?P<n>{_NUMBER})\b", re.IGNORECASE),
+    re.compile(rf"\b(?P<n>\d{{1,3}})\s+(?:new(?:est)?\s+|latest\s+|recent\s+|last\s+|unread\s+)?{_MAIL}",
+               re.IGNORECASE),
 )
 
 
@@ -182,7 +192,7 @@ def split_when(text: str, now: datetime) -> tuple[str, Moment | None]:
     return text, None
 
 
-_LEADING = re.compile(r"^(?:to|that|about|of|for|:)\s+", re.I)
+_LEADING = re.compile(r"^(?:to|that|about|of|for|:)\s+", re.IGNORECASE)
 
 
 def _help(text: str, now: datetime) -> ParsedCommand | None:
@@ -273,7 +283,7 @@ def _weather_place(text: str, now: datetime) -> str | None:
     for pattern in (_WEATHER_IN, _WEATHER_AFTER, _WEATHER_BEFORE):
         match = pattern.search(text)
         if match:
-            place = re.sub(r"^the\s+", "", match.group("place").strip(), flags=re.I).strip()
+            place = re.sub(r"^the\s+", "", match.group("place").strip(), flags=re.IGNORECASE).strip()
             if place and place.lower() not in _NOT_PLACES and parse_period(place, now) is None and len(place) <= 100:
                 return place
     return None
@@ -334,41 +344,44 @@ def match_pattern(text: str, now: datetime) -> ParsedCommand | None:
 
 TOOL_NAME = "record_command"
 TOOL_DESCRIPTION = "Record the command the user's sentence asks for."
+# Four required fields in a fixed order: a grammar of required properties is a plain sequence,
+# decoded in seconds; optional properties multiply the grammar's alternatives and make llama.cpp's
+# constrained sampling minutes slower. "what" and "when" come before "type" so the model has named
+# the subject and the time before it picks the kind of command.
 MODEL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
+        "what": {"type": "string", "maxLength": 60,
+                 "description": "The subject: the event title, the task, what to be reminded of, the place for "
+                                "weather, the address for send_email, the number of e-mails; empty if none."},
+        "when": {"type": "string", "maxLength": 40,
+                 "description": "The time words exactly as the user said them; empty if none."},
         "type": {"type": "string", "enum": [t.value for t in CommandType]},
         "confidence": {"type": "number", "description": "How sure you are, 0 to 1."},
-        "location": {"type": "string", "description": "weather: the place."},
-        "period": {"type": "string", "description": "calendar: the days asked about, e.g. 'today', 'next week'."},
-        "count": {"type": "integer", "description": "emails: how many."},
-        "title": {"type": "string", "description": "calendar_event, task: what it is."},
-        "text": {"type": "string", "description": "reminder: what to remind of."},
-        "when": {"type": "string", "description": "calendar_event, reminder, task: the time words as said."},
-        "duration_minutes": {"type": "integer", "description": "calendar_event: length."},
-        "to": {"type": "string", "description": "send_email: the address."},
-        "subject": {"type": "string"},
-        "body": {"type": "string"},
     },
-    "required": ["type", "confidence"],
+    "required": ["what", "when", "type", "confidence"],
     "additionalProperties": False,
 }
-SYSTEM_PROMPT = """You turn one sentence of the user into a command for a personal assistant. Always \
-answer by calling {tool} exactly once; never answer in prose.
+SYSTEM_PROMPT = """You turn the user's sentence into one command for a personal assistant. Answer only by \
+calling {tool}.
 
-Command types:
-- weather: the weather (location).
-- calendar: what is in the calendar (period).
-- emails: the newest e-mails (count).
-- briefing: the daily overview. help: what the assistant can do.
-- calendar_event: add an event to the calendar (title, when, duration_minutes).
-- reminder: remind the user of something (text, when).
-- task: add a to-do (title, when if a due date is said).
-- send_email: send an e-mail (to, subject, body).
-- unknown: the sentence asks for none of these.
+Fields: "what": the subject (the event title, the task, what to be reminded of, the place for weather, the \
+address for send_email; "" if none). "when": the time words exactly as the user said them ("" if none). \
+"type": one of calendar_event (put something in the calendar: an appointment, a meeting, a visit), reminder \
+(remind the user of something), task (a to-do), weather, calendar (what is planned), emails (read e-mail), \
+send_email, briefing, help, unknown (anything else). "confidence": 0 to 1.
 
-Copy time words exactly as the user said them into "when" (e.g. "next Tuesday at 10am").
+Examples:
+"lunch with Sam on Friday at noon" -> {{"what": "Lunch with Sam", "when": "Friday at noon", "type": \
+"calendar_event", "confidence": 0.9}}
+"don't let me forget the keys tonight" -> {{"what": "the keys", "when": "tonight", "type": "reminder", \
+"confidence": 0.8}}
+"will I need a coat in Rome" -> {{"what": "Rome", "when": "", "type": "weather", "confidence": 0.8}}
+"what is the capital of France" -> {{"what": "", "when": "", "type": "unknown", "confidence": 0.9}}
+
 Now is {now} ({zone})."""
+_ADDRESS = re.compile(r"[^\s@,;<>]+@[^\s@,;<>]+\.[^\s@,;<>]+")
+_DIGITS = re.compile(r"\d+")
 
 
 def _text(data: dict[str, Any], key: str, limit: int = 500) -> str | None:
@@ -376,13 +389,6 @@ def _text(data: dict[str, Any], key: str, limit: int = 500) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return " ".join(value.split())[:limit]
-
-
-def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return min(max(int(value), low), high)
 
 
 def _moment_of(words: str | None, now: datetime) -> Moment | None:
@@ -396,63 +402,54 @@ def _moment_of(words: str | None, now: datetime) -> Moment | None:
         moment = datetime.fromisoformat(words.strip())
     except ValueError:
         return None
-    if isinstance(moment, datetime) and len(words.strip()) > 10:
+    if len(words.strip()) > 10:
         moment = moment.replace(tzinfo=now.tzinfo) if moment.tzinfo is None else moment.astimezone(now.tzinfo)
         return Moment(moment, True)
     return Moment(datetime.combine(moment.date(), datetime.min.time(), tzinfo=now.tzinfo), False)
 
 
 def command_from_model(data: dict[str, Any] | None, now: datetime) -> dict[str, Any] | None:
-    """The command the model's object describes, checked field by field; None when it describes
-    nothing usable (unknown type, a calendar event without a title or a time)."""
+    """The command the model's ``{what, when, type, confidence}`` describes, checked field by field;
+    None when it describes nothing usable (an unknown type, an event without a title or a time, a
+    reminder or task without a subject, an e-mail without an address)."""
     if not isinstance(data, dict):
         return None
     try:
         kind = CommandType(str(data.get("type", "")).strip().lower())
     except ValueError:
         return None
+    what, when = _text(data, "what"), _text(data, "when")
     zone = _zone_name(now.tzinfo)
     if kind is CommandType.UNKNOWN:
         return None
     if kind in (CommandType.BRIEFING, CommandType.HELP):
         return {"type": kind.value}
     if kind is CommandType.WEATHER:
-        return {"type": "weather", "location": _text(data, "location", 100)}
+        return {"type": "weather", "location": what[:100] if what else None}
     if kind is CommandType.CALENDAR:
-        start, days = parse_period(_text(data, "period") or "", now) or (now.date(), 1)
+        start, days = parse_period(when or "", now) or (now.date(), 1)
         return {"type": "calendar", "start": start.isoformat(), "days": days}
     if kind is CommandType.EMAILS:
-        return {"type": "emails", "count": _int(data, "count", DEFAULT_EMAILS, 1, MAX_EMAILS)}
-    moment = _moment_of(_text(data, "when"), now)
-    if kind is CommandType.CALENDAR_EVENT:
-        title = _text(data, "title")
-        if title is None or moment is None:
-            return None
-        if moment.end is None and moment.has_time and "duration_minutes" in data:
-            minutes = _int(data, "duration_minutes", DEFAULT_EVENT_MINUTES, 1, 20_160)
-            moment = Moment(moment.start, True, moment.start + timedelta(minutes=minutes))
-        return _event(_title(title), moment, now.tzinfo)
-    if kind is CommandType.REMINDER:
-        text = _text(data, "text", 1000) or _text(data, "title", 1000)
-        if text is None:
-            return None
-        return {"type": "reminder", "text": text, "at": _stamp(moment.start) if moment else None, "timezone": zone}
-    if kind is CommandType.TASK:
-        title = _text(data, "title") or _text(data, "text")
-        if title is None:
-            return None
-        return {"type": "task", "title": _title(title), "due": _stamp(moment.start) if moment else None,
-                "timezone": zone}
-    to = _text(data, "to")
-    if to is None:
+        number = _DIGITS.search(f"{what or ''} {when or ''}")
+        count = min(max(int(number.group(0)), 1), MAX_EMAILS) if number else DEFAULT_EMAILS
+        return {"type": "emails", "count": count}
+    if kind is CommandType.SEND_EMAIL:
+        to = _ADDRESS.findall(what or "")
+        return {"type": "send_email", "to": to, "subject": None, "body": None} if to else None
+    if what is None:
         return None
-    return {"type": "send_email", "to": [a for a in re.split(r"\s*[,;]\s*", to) if a],
-            "subject": _text(data, "subject", 998), "body": _text(data, "body", 10_000)}
+    moment = _moment_of(when, now)
+    if kind is CommandType.CALENDAR_EVENT:
+        return None if moment is None else _event(_title(what), moment, now.tzinfo)
+    if kind is CommandType.REMINDER:
+        return {"type": "reminder", "text": what, "at": _stamp(moment.start) if moment else None, "timezone": zone}
+    return {"type": "task", "title": _title(what), "due": _stamp(moment.start) if moment else None,
+            "timezone": zone}
 
 
 def model_confidence(data: dict[str, Any]) -> float:
     value = data.get("confidence")
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # NaN
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         return MODEL_DEFAULT_CONFIDENCE
     return min(max(float(value), 0.0), MODEL_MAX_CONFIDENCE)
 
@@ -468,7 +465,7 @@ class CommandParser:
     queue: InferenceQueue | None
     zone: tzinfo
     clock: Callable[[], datetime] = field(default=utcnow)
-    max_tokens: int = 256
+    max_tokens: int = 96  # the four fields take about 40 tokens
 
     def now(self) -> datetime:
         return self.clock().astimezone(self.zone)

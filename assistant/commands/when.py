@@ -9,9 +9,9 @@ resolved relative to ``now`` in the user's time zone (the zone of ``now``).
 A phrase is a sequence of parts, in any order and each at most once (commas and "and" between
 them are ignored); anything else in it means it is not a time phrase and the answer is None:
 
-- a day (optionally after "on" or "by"): ``today``, ``tonight``, ``tomorrow``, ``the day after tomorrow``, ``friday``, ``on friday``,
-  ``next friday``, ``next week``, ``this weekend``, ``12 march``, ``march 12th 2027``,
-  ``the 20th``, ``2026-12-24``;
+- a day (optionally after "on" or "by"): ``today``, ``tonight``, ``tomorrow``, ``the day after
+  tomorrow``, ``friday``, ``on friday``, ``next friday``, ``next week``, ``this weekend``,
+  ``12 march``, ``march 12th 2027``, ``the 20th``, ``2026-12-24``;
 - a time: ``at 3pm``, ``3:30 pm``, ``at 15:00``, ``at 9``, ``noon``, ``midnight``; a part of the day:
   ``in the morning``, ``afternoon``, ``this evening``, ``at night``;
 - an offset: ``in 2 hours``, ``in half an hour``, ``in an hour and a half``, ``in 3 days``,
@@ -21,8 +21,8 @@ them are ignored); anything else in it means it is not a time phrase and the ans
 Rules:
 
 - A weekday alone (``friday``, ``on friday``, ``this friday``) is the next such day, today
-  included while the time said is still ahead; ``next friday`` is the Friday of next week (the week that starts next Monday), and
-  ``next week`` is next Monday.
+  included while the time said is still ahead; ``next friday`` is the Friday of next week (the
+  week that starts next Monday), and ``next week`` is next Monday.
 - A time without a day is today when still ahead, else tomorrow (``today at 9`` stays today).
   ``midnight`` is the end of the day: 00:00 of the next one.
 - A bare hour from 1 to 7 without am/pm and not written as ``07:00`` is afternoon (a meeting "at 3"
@@ -185,11 +185,9 @@ def _hour(match: re.Match[str], part: str | None) -> tuple[int, int] | None:
     if hour > 23:
         return None
     twenty_four = hour == 0 or hour >= 13 or (len(raw) == 2 and raw.startswith("0"))
-    if not twenty_four:
-        if part in ("afternoon", "evening", "night") and hour < 12:
-            hour += 12
-        elif part is None and 1 <= hour <= 7:
-            hour += 12
+    late_part = part in ("afternoon", "evening", "night") and hour < 12
+    if not twenty_four and (late_part or (part is None and 1 <= hour <= 7)):
+        hour += 12
     return hour, minute
 
 
@@ -233,7 +231,7 @@ def _day_of(name: str, match: re.Match[str], today: date) -> date | None:
         return _next_date(_MONTHS[match.group("mon")], int(match.group("d")), int(year) if year else None, today)
     if name == "day_of_month":
         wanted = int(match.group("d"))
-        for months_ahead in range(0, 3):
+        for months_ahead in range(3):
             first = (today.replace(day=1) + relativedelta(months=months_ahead))
             if wanted <= calendar.monthrange(first.year, first.month)[1]:
                 found = first.replace(day=wanted)

@@ -176,7 +176,7 @@ def test_parse_runs_nothing(client, auth, services) -> None:
 
 
 def test_parse_falls_back_to_the_model(client, auth, model: ScriptedChatModel) -> None:
-    model.enqueue(tool_calls=[(TOOL_NAME, {"type": "weather", "location": "Oslo", "confidence": 0.99})])
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "Oslo", "when": "", "type": "weather", "confidence": 0.99})])
     body = post(client, auth, {"input": "do I need an umbrella in Oslo"}, "/v1/commands/parse").json()
     assert body == {"parsed": True, "command": {"type": "weather", "location": "Oslo"}, "confidence": 0.9,
                     "requires_approval": False, "source": "model"}

@@ -8,7 +8,21 @@ import pytest
 from fastapi.routing import APIRoute
 
 import assistant
-from api.routes import chat, health, memories, metrics, system, tools
+from api.routes import (
+    agent_profiles,
+    agentic,
+    approvals,
+    catalog,
+    chat,
+    commands,
+    health,
+    memories,
+    metrics,
+    snippets,
+    system,
+    tools,
+    webhooks,
+)
 
 DOCUMENTED = {
     "/health": {"get"},
@@ -45,7 +59,8 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     # Every route the resource modules define is in the document, and nothing else is.
     routes = {
         r.path
-        for module in (chat, health, memories, metrics, system, tools)
+        for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
+                       agent_profiles, agentic, webhooks)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

@@ -50,6 +50,7 @@ def test_a_small_task_runs_to_completion_with_the_embedded_model(agentic_server)
     assert names[:2] == ["task_started", "plan_created"], names
     assert names[-1] == "task_completed", events[-1]
     sub_tasks = events[1][1]["sub_tasks"]
+    assert events[1][1]["fallback"] is False  # the model's own plan, decoded against the plan schema
     assert 1 <= len(sub_tasks) <= 2
     assert all(s["description"].strip() for s in sub_tasks)
     started = [data["sub_agent_id"] for name, data in events if name == "sub_agent_started"]

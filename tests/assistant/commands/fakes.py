@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from email.headerregistry import Address
 from email.message import EmailMessage
-from typing import Any
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 from assistant.tools.base import ToolRegistry
@@ -31,7 +31,7 @@ class _Failing:
 
 
 class FakeWeather(_Failing):
-    PLACES = {"berlin": Place("Berlin", "Germany", 52.52, 13.41, "Europe/Berlin"),
+    PLACES: ClassVar[dict[str, Place]] = {"berlin": Place("Berlin", "Germany", 52.52, 13.41, "Europe/Berlin"),
               "paris": Place("Paris", "France", 48.85, 2.35, "Europe/Paris")}
 
     def __init__(self) -> None:

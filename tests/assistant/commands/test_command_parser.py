@@ -185,22 +185,23 @@ def test_clean() -> None:
 
 def test_no_pattern_asks_the_model_with_the_schema_as_its_only_tool(parser: CommandParser,
                                                                      model: ScriptedChatModel) -> None:
-    model.enqueue(tool_calls=[(TOOL_NAME, {"type": "calendar_event", "title": "dentist", "when": "next Tuesday at 10am",
-                                           "duration_minutes": 30, "confidence": 0.8})])
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "dentist", "when": "next Tuesday at 10am",
+                                           "type": "calendar_event", "confidence": 0.8})])
     found = parse(parser, "I need to see the dentist next Tuesday at 10am")
     assert found == ParsedCommand(True, {
         "type": "calendar_event", "title": "Dentist", "start": "2026-11-17T09:00:00.000Z",
-        "end": "2026-11-17T09:30:00.000Z", "all_day": False, "timezone": "Europe/Berlin",
+        "end": "2026-11-17T10:00:00.000Z", "all_day": False, "timezone": "Europe/Berlin",
     }, 0.8, True, "model")
     (messages, options), = model.calls
     assert [t.name for t in options.tools] == [TOOL_NAME] and options.tools[0].parameters == MODEL_SCHEMA
-    assert options.temperature == 0.0
+    assert MODEL_SCHEMA["required"] == list(MODEL_SCHEMA["properties"])  # a plain sequence: fast to decode
+    assert options.temperature == 0.0 and options.max_tokens == 96
     assert messages[0].role == "system" and "Wednesday 2026-11-11 10:00 (Europe/Berlin)" in messages[0].content
     assert messages[-1].content == "I need to see the dentist next Tuesday at 10am"
 
 
 def test_the_model_may_answer_json_as_text(parser: CommandParser, model: ScriptedChatModel) -> None:
-    model.enqueue('```json\n{"type": "weather", "location": "Oslo", "confidence": 0.7}\n```')
+    model.enqueue('```json\n{"what": "Oslo", "when": "", "type": "weather", "confidence": 0.7}\n```')
     assert parse(parser, "do I need an umbrella in Oslo") == ParsedCommand(
         True, {"type": "weather", "location": "Oslo"}, 0.7, False, "model")
     model.enqueue('<tool_call>\n{"name": "record_command", "arguments": {"type": "help", "confidence": 1}}\n</tool_call>')
@@ -210,11 +211,13 @@ def test_the_model_may_answer_json_as_text(parser: CommandParser, model: Scripte
 
 @pytest.mark.parametrize("reply", [
     "I am not sure what you mean.",  # prose
-    '{"type": "unknown", "confidence": 0.9}',
-    '{"type": "launch_rocket", "confidence": 0.9}',
-    '{"type": "calendar_event", "title": "x", "confidence": 0.9}',  # no time: not an event
-    '{"type": "calendar_event", "when": "tomorrow", "confidence": 0.9}',  # no title
-    '{"type": "send_email", "body": "hi", "confidence": 0.9}',  # no recipient
+    '{"what": "", "when": "", "type": "unknown", "confidence": 0.9}',
+    '{"what": "x", "when": "", "type": "launch_rocket", "confidence": 0.9}',
+    '{"what": "Dentist", "when": "", "type": "calendar_event", "confidence": 0.9}',  # no time: not an event
+    '{"what": "Dentist", "when": "some day", "type": "calendar_event", "confidence": 0.9}',
+    '{"what": "", "when": "tomorrow", "type": "calendar_event", "confidence": 0.9}',  # no title
+    '{"what": "", "when": "tomorrow", "type": "reminder", "confidence": 0.9}',  # nothing to remind of
+    '{"what": "Bob", "when": "", "type": "send_email", "confidence": 0.9}',  # no address
     "[1, 2, 3]",
 ])
 def test_nothing_understood(parser: CommandParser, model: ScriptedChatModel, reply: str) -> None:
@@ -223,18 +226,24 @@ def test_nothing_understood(parser: CommandParser, model: ScriptedChatModel, rep
 
 
 @pytest.mark.parametrize(("data", "command", "confidence"), [
-    ({"type": "reminder", "text": "stretch", "when": "in 30 minutes"},
+    ({"what": "stretch", "when": "in 30 minutes", "type": "reminder"},
      {"type": "reminder", "text": "stretch", "at": "2026-11-11T09:30:00.000Z", "timezone": "Europe/Berlin"}, 0.5),
-    ({"type": "reminder", "text": "stretch", "when": "2026-11-20T08:00", "confidence": -3},
+    ({"what": "stretch", "when": "2026-11-20T08:00", "type": "reminder", "confidence": -3},
      {"type": "reminder", "text": "stretch", "at": "2026-11-20T07:00:00.000Z", "timezone": "Europe/Berlin"}, 0.0),
-    ({"type": "TASK", "title": "call the plumber", "confidence": "high"},
+    ({"what": "stretch", "when": "", "type": "reminder", "confidence": 0.7},
+     {"type": "reminder", "text": "stretch", "at": None, "timezone": "Europe/Berlin"}, 0.7),
+    ({"what": "call the plumber", "when": "", "type": "TASK", "confidence": "high"},
      {"type": "task", "title": "Call the plumber", "due": None, "timezone": "Europe/Berlin"}, 0.5),
-    ({"type": "calendar", "period": "next week", "confidence": 0.6},
+    ({"what": "", "when": "next week", "type": "calendar", "confidence": 0.6},
      {"type": "calendar", "start": "2026-11-16", "days": 7}, 0.6),
-    ({"type": "emails", "count": 500, "confidence": 0.6}, {"type": "emails", "count": 50}, 0.6),
-    ({"type": "send_email", "to": "a@x.org, b@y.org", "subject": "Hi", "confidence": 0.6},
-     {"type": "send_email", "to": ["a@x.org", "b@y.org"], "subject": "Hi", "body": None}, 0.6),
-    ({"type": "calendar_event", "title": "Offsite", "when": "2026-12-01", "confidence": 0.6},
+    ({"what": "", "when": "whenever", "type": "calendar", "confidence": 0.6},
+     {"type": "calendar", "start": "2026-11-11", "days": 1}, 0.6),
+    ({"what": "500", "when": "", "type": "emails", "confidence": 0.6}, {"type": "emails", "count": 50}, 0.6),
+    ({"what": "my mail", "when": "", "type": "emails", "confidence": 0.6}, {"type": "emails", "count": 10}, 0.6),
+    ({"what": "a@x.org and b@y.org", "when": "", "type": "send_email", "confidence": 0.6},
+     {"type": "send_email", "to": ["a@x.org", "b@y.org"], "subject": None, "body": None}, 0.6),
+    ({"what": "", "when": "", "type": "weather", "confidence": 0.6}, {"type": "weather", "location": None}, 0.6),
+    ({"what": "Offsite", "when": "2026-12-01", "type": "calendar_event", "confidence": 0.6},
      {"type": "calendar_event", "title": "Offsite", "start": "2026-11-30T23:00:00.000Z",
       "end": "2026-12-01T23:00:00.000Z", "all_day": True, "timezone": "Europe/Berlin"}, 0.6),
 ])

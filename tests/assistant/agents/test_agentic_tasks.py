@@ -181,14 +181,14 @@ def test_no_sub_agent_completing_fails_the_task(make) -> None:
 
 
 def test_at_most_max_concurrent_sub_agents_run_at_once(make) -> None:
-    meter = Meter(target=2)
-    parts = [f"part {n}" for n in range(5)]
+    meter = Meter(target=2, wait_secs=10)  # four parts in two pairs: no probe waits alone
+    parts = [f"part {n}" for n in range(4)]
     model = AgentModel(plan=plan(*parts), scripts={p: [Step(call=("probe", {})), Step(text=f"done {p}")]
                                                    for p in parts})
-    service = make(model, toolbox_with(meter), max_concurrent_sub_agents=2, max_sub_agents_per_task=5)
-    task = run(service.run(USER, "Five parts"))
+    service = make(model, toolbox_with(meter), max_concurrent_sub_agents=2, max_sub_agents_per_task=4)
+    task = run(service.run(USER, "Four parts"))
     assert task.status is TaskStatus.COMPLETED
-    assert meter.entries == 5
+    assert meter.entries == 4
     assert meter.max_inside == 2  # two tools overlapped, never three
     assert max_running(service.store.events(task.id)) == 2
     assert [s.result for s in task.sub_agents] == [f"done {p}" for p in parts]
