@@ -97,6 +97,7 @@ class AgenticService:
         inference: InferenceSettings | None = None,
         profiles: ProfileSource | None = None,
         planner_max_tokens: int = 512,
+        selector: Any = None,  # assistant.tools.selection.ToolSelector: tools a sub-task is about
     ):
         self.settings = settings
         self.store = store
@@ -106,6 +107,7 @@ class AgenticService:
         self.inference = inference or InferenceSettings()
         self.profiles = profiles
         self.planner_max_tokens = planner_max_tokens
+        self.selector = selector
         self._runs: dict[str, _Run] = {}
         self._subscribers: dict[str, set[asyncio.Queue[TaskEvent]]] = {}
 
@@ -404,6 +406,9 @@ class AgenticService:
             enabled = enabled if enabled is not None else applied.tools
         if not self.tool_settings.enabled:
             enabled = ()
+        elif enabled is None and self.selector is not None and self.tool_settings.selection == "auto":
+            # as in chat: only the tools the sub-task is about (a short prompt; none = a plain answer)
+            enabled = tuple(self.selector.select(sub.description, registry.tools()))
         prompt = f"Your sub-task: {sub.description}" if sub.description.strip() == overall.strip() else \
             f"The overall task: {overall}\n\nYour sub-task: {sub.description}"
         # The sub-agent's own timeout bounds it (a model turn's wait includes the other agents'
@@ -440,10 +445,11 @@ class _NoResult(Exception):
 
 
 def build_agentic(settings: Settings, db: Database, sealer: Sealer, queue: InferenceQueue, toolbox: Any = None,
-                  profiles: ProfileSource | None = None) -> AgenticService:
+                  profiles: ProfileSource | None = None, selector: Any = None) -> AgenticService:
     """The service, after marking the tasks a previous server left planning or running as failed
     ("interrupted by a server restart"). Recovery runs even while agentic mode is disabled."""
     service = AgenticService(settings.agentic, TaskStore(db, sealer), queue, toolbox=toolbox,
-                             tool_settings=settings.tool_calling, inference=settings.inference, profiles=profiles)
+                             tool_settings=settings.tool_calling, inference=settings.inference, profiles=profiles,
+                             selector=selector)
     service.recover()
     return service

@@ -21,6 +21,9 @@ from assistant.errors import ConflictError, NotFoundError, ServiceUnavailableErr
 from assistant.llm.base import ChatMessage, GenerationOptions
 from assistant.llm.queue import InferenceQueue
 from assistant.storage.db import Database
+from assistant.tools.base import ToolContext, ToolRegistry, tool
+from assistant.tools.catalog import Toolbox
+from assistant.tools.selection import ToolSelector
 from tests.assistant.agents.agentic_fakes import AgentModel, Meter, Step, toolbox_with
 
 USER = "11111111-1111-1111-1111-111111111111"
@@ -503,3 +506,38 @@ def test_a_sub_task_with_a_profile_uses_its_prompt(make, db: Database) -> None:
     assert "Researcher" in planner_prompt
     agent = next(p for p, (k, _) in zip(model.prompts, model.calls, strict=True) if k == "sub_agent")
     assert "You are a meticulous researcher." in agent[0].content
+
+
+def test_with_a_selector_a_sub_agent_is_offered_only_the_tools_its_sub_task_is_about(db: Database) -> None:
+    """As in chat ("auto" selection): a weather sub-task sees get_weather, a joke none."""
+    @tool(capability="weather")
+    def get_weather(ctx: ToolContext, location: str) -> str:
+        """Current weather for a place."""
+        return "mild"
+
+    @tool(capability="web")
+    def search_web(ctx: ToolContext, query: str) -> str:
+        """Search the web."""
+        return "found"
+
+    seen: dict[str, list[str]] = {}
+
+    class Recording(AgentModel):
+        def stream(self, messages, options):  # noqa: ANN001, ANN202
+            kind, key = self.kind_of(messages, options)
+            if kind == "sub_agent":
+                seen[key] = [t.name for t in options.tools]
+            yield from super().stream(messages, options)
+
+    model = Recording(plan=plan("check the weather in Paris", "tell a joke"))
+    queue = InferenceQueue(model)
+    service = AgenticService(AgenticSettings(), TaskStore(db, Sealer(KEY)), queue,
+                             toolbox=Toolbox(ToolRegistry([get_weather, search_web])),
+                             tool_settings=ToolCallingSettings(), inference=InferenceSettings(max_tokens=64),
+                             selector=ToolSelector(None))
+    try:
+        task = run(service.run(USER, "Weather, then a joke"))
+    finally:
+        queue.close()
+    assert task.status is TaskStatus.COMPLETED
+    assert seen == {"check the weather in Paris": ["get_weather"], "tell a joke": []}
