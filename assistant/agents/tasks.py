@@ -65,10 +65,10 @@ SUB_AGENT_PROMPT = (
     "You are one of several agents working on a larger task. Do only your sub-task, using tools when they "
     "help, and reply with its result: concise and self-contained. Do not ask questions."
 )
-SYNTHESIS_PROMPT = (
-    "You combine the work of several agents into one answer for the user. Use only their results below; "
-    "say briefly what could not be done."
-)
+# Short on purpose: asked to "combine the work of several agents ... say what could not be done",
+# Qwen 0.5B answered "Could not be done." over two good results; this wording gives
+# "Paris: Mild rain, 12.4 °C … / Berlin: Overcast, 7.4 °C …" on the same input.
+SYNTHESIS_PROMPT = "Answer the user's task using the results below. Be brief."
 
 
 class ProfileSource(Protocol):
