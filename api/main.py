@@ -21,6 +21,7 @@ from api.routes import (
     snippets,
     system,
     tools,
+    voice,
     webhooks,
 )
 from assistant.services import Services
@@ -77,7 +78,7 @@ def create_app(services: Services) -> FastAPI:
     errors.install(app)
     for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router,
                    snippets.router, agent_profiles.router, catalog.router, approvals.router,
-                   agentic.router, webhooks.router, commands.router):
+                   agentic.router, webhooks.router, commands.router, voice.router):
         app.include_router(router)
     if openapi_url:
         docs.install(app)

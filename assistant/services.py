@@ -39,6 +39,7 @@ from assistant.storage.db import Database
 from assistant.system import SystemMonitor
 from assistant.tools.base import CapabilityDeps
 from assistant.tools.catalog import Toolbox, build_toolbox
+from assistant.voice.service import build_voice
 
 DB_FILE = "assistant.db"
 ANALYTICS_FILE = "analytics.duckdb"
@@ -61,6 +62,7 @@ class Services:
     sealer: Sealer
     memory: MemoryStore | None = None
     tools: Toolbox | None = None
+    voice: Any = None  # assistant.voice.service.VoiceService while a [voice] section is present
     commands: Any = None  # assistant.commands.service.CommandService
     messaging: Any = None  # assistant.messaging.service.MessagingService while [messenger] enabled
     agentic: Any = None  # assistant.agents.tasks.AgenticService
@@ -187,6 +189,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         catalog=build_catalog(db, sealer, settings.commands),
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
+        voice=build_voice(settings, db),
     )
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
     return services

@@ -390,3 +390,22 @@ def m010_webhook_messages(db: Database) -> None:
         );
         """
     )
+
+
+@migration
+def m011_voice_rooms(db: Database) -> None:
+    """Voice rooms and their presence (one satellite per room). Names are labels, unique ignoring case."""
+    db.executescript(
+        """
+        CREATE TABLE voice_rooms (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL COLLATE NOCASE UNIQUE,
+            is_online INTEGER NOT NULL DEFAULT 0,
+            volume INTEGER NOT NULL,
+            muted INTEGER NOT NULL DEFAULT 0,
+            last_seen TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        """
+    )

@@ -21,6 +21,7 @@ from api.routes import (
     snippets,
     system,
     tools,
+    voice,
     webhooks,
 )
 
@@ -60,7 +61,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     routes = {
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
-                       agent_profiles, agentic, webhooks)
+                       agent_profiles, agentic, webhooks, voice)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assistant.clock import iso
+from assistant.voice.rooms import MAX_NAME_CHARS, Room
+from assistant.voice.service import VoiceStatus
+from assistant.voice.sessions import VoiceSession
+
+
+class RoomCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description=f"1..{MAX_NAME_CHARS} characters, one line, unique ignoring case (trimmed).",
+                      json_schema_extra={"maxLength": MAX_NAME_CHARS})
+
+
+class RoomUpdate(BaseModel):
+    """Only supplied fields change; a change is sent to the room's satellite on its control topic."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    volume: int | None = Field(None, ge=0, le=100, description="Playback volume 0..100.")
+    muted: bool | None = Field(None, description="Mute the room's playback.")
+
+
+class RoomOut(BaseModel):
+    id: str
+    name: str
+    is_online: bool
+    volume: int = Field(ge=0, le=100)
+    muted: bool
+    last_seen: str | None = Field(description="Last heartbeat; null until the satellite has sent one.")
+    created_at: str
+
+    @classmethod
+    def of(cls, room: Room) -> RoomOut:
+        return cls(id=room.id, name=room.name, is_online=room.is_online, volume=room.volume, muted=room.muted,
+                   last_seen=room.last_seen, created_at=room.created_at)
+
+
+class RoomList(BaseModel):
+    rooms: list[RoomOut]
+    total: int
+
+
+class SessionOut(BaseModel):
+    id: str
+    room_id: str
+    speaker_id: str | None = Field(description="The identified speaker's profile id; null when unknown.")
+    conversation_id: str
+    state: str = Field(description="listening, processing, responding or follow_up (an active session is "
+                                   "never ended).")
+    follow_up_window_ms: int
+    exchange_count: int = Field(description="Responses given in this session.")
+    started_at: str
+    last_activity_at: str
+
+    @classmethod
+    def of(cls, s: VoiceSession) -> SessionOut:
+        return cls(id=s.id, room_id=s.room_id, speaker_id=s.speaker_id, conversation_id=s.conversation_id,
+                   state=s.state.value, follow_up_window_ms=s.follow_up_window_ms, exchange_count=s.exchange_count,
+                   started_at=iso(s.started_at), last_activity_at=iso(s.last_activity_at))
+
+
+class VoiceStatusOut(BaseModel):
+    enabled: bool
+    wake_word_available: bool
+    speaker_id_available: bool
+    mqtt_connected: bool
+    active_rooms: int = Field(description="Rooms online now.")
+    active_sessions: int = Field(description="Sessions not ended now.")
+
+    @classmethod
+    def of(cls, s: VoiceStatus) -> VoiceStatusOut:
+        return cls(enabled=s.enabled, wake_word_available=s.wake_word_available,
+                   speaker_id_available=s.speaker_id_available, mqtt_connected=s.mqtt_connected,
+                   active_rooms=s.active_rooms, active_sessions=s.active_sessions)

@@ -1,0 +1,107 @@
+"""Rooms in SQLite: defaults, presence with a short heartbeat timeout, control messages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from assistant.config import RoomSettings
+from assistant.errors import ConflictError, NotFoundError, ValidationFailed
+from assistant.storage.db import Database
+from assistant.voice.rooms import ControlMessage, RoomStore
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[ControlMessage] = []
+
+    def publish_control(self, message: ControlMessage) -> None:
+        self.sent.append(message)
+
+
+@pytest.fixture
+def db(tmp_path: Path):
+    database = Database(tmp_path / "rooms.db")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def store(db: Database, recorder: Recorder) -> RoomStore:
+    now = [T0]
+    store = RoomStore(db, RoomSettings(heartbeat_timeout_ms=500), recorder, clock=lambda: now[0])
+    store.now = now  # type: ignore[attr-defined]
+    return store
+
+
+def test_a_new_room_is_offline_at_default_volume(store: RoomStore) -> None:
+    room = store.create("  Kitchen ")
+    assert (room.name, room.is_online, room.volume, room.muted, room.last_seen) == ("Kitchen", False, 80, False, None)
+    assert room.created_at == "2024-05-01T12:00:00.000Z"
+    assert store.list() == [room] and store.get(room.id) == room
+
+
+def test_names_are_validated_and_unique_ignoring_case(store: RoomStore) -> None:
+    store.create("Kitchen")
+    with pytest.raises(ConflictError, match="already exists"):
+        store.create("kitchen")
+    for bad in ("", "   ", "a\nb", "x" * 101):
+        with pytest.raises(ValidationFailed):
+            store.create(bad)
+
+
+def test_heartbeat_then_stale_check(store: RoomStore) -> None:
+    room = store.create("Hall")
+    seen = store.heartbeat(room.id, T0)
+    assert seen.is_online and seen.last_seen == "2024-05-01T12:00:00.000Z"
+    assert store.online_count() == 1
+    assert store.check_stale(T0 + timedelta(milliseconds=499)) == []
+    store.heartbeat(room.id, T0 + timedelta(milliseconds=400))
+    assert store.check_stale(T0 + timedelta(milliseconds=899)) == []
+    assert store.check_stale(T0 + timedelta(milliseconds=900)) == [room.id]
+    gone = store.get(room.id)
+    assert not gone.is_online and gone.last_seen == "2024-05-01T12:00:00.400Z"
+    assert store.online_count() == 0
+    assert store.heartbeat(room.id, T0 + timedelta(seconds=5)).is_online  # back online
+
+
+def test_stale_check_uses_the_clock_by_default(store: RoomStore) -> None:
+    room = store.create("Hall")
+    store.heartbeat(room.id)
+    store.now[0] = T0 + timedelta(seconds=1)  # type: ignore[attr-defined]
+    assert store.check_stale() == [room.id]
+
+
+def test_heartbeat_of_an_unknown_room(store: RoomStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.heartbeat("00000000-0000-4000-8000-000000000000")
+
+
+def test_volume_and_mute_changes_publish_control_messages(store: RoomStore, recorder: Recorder) -> None:
+    room = store.create("Den")
+    assert store.update(room.id, volume=40).volume == 40
+    assert store.update(room.id, muted=True).muted
+    store.update(room.id, volume=40, muted=True)  # no change: nothing sent
+    assert [(m.room_id, m.volume, m.muted) for m in recorder.sent] == [(room.id, 40, False), (room.id, 40, True)]
+    assert recorder.sent[0].payload() == {"v": 1, "type": "set_audio", "room_id": room.id, "volume": 40,
+                                          "muted": False, "sent_at": "2024-05-01T12:00:00.000Z"}
+    with pytest.raises(ValidationFailed, match="volume"):
+        store.update(room.id, volume=101)
+
+
+def test_delete(store: RoomStore) -> None:
+    room = store.create("Den")
+    store.delete(room.id)
+    with pytest.raises(NotFoundError):
+        store.get(room.id)
+    with pytest.raises(NotFoundError):
+        store.delete(room.id)
