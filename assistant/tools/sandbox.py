@@ -33,6 +33,7 @@ Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -276,6 +277,8 @@ class BubblewrapRunner:
                 os.close(status_fd)
                 proc.stdout.close()  # type: ignore[union-attr]
                 proc.stderr.close()  # type: ignore[union-attr]
+                if self.privileged:
+                    _await_gone(uid)  # the kernel tears a killed pid namespace down asynchronously
         exit_status = _exit_code(watch.status)
         stderr = watch.stderr.decode("utf-8", "replace")
         if exit_status is None and not (watch.timed_out or watch.output_exceeded):
@@ -432,6 +435,27 @@ def _stop(proc: subprocess.Popen, status: bytes) -> None:
         except ProcessLookupError:
             pass
     _kill_bwrap(proc)
+
+
+def _await_gone(uid: int, timeout_secs: float = 10.0) -> None:
+    """Wait until no process of ``uid`` is left (dying members of a killed pid namespace linger a
+    moment), killing any that still run; the uid is then free for the next run."""
+    deadline = time.monotonic() + timeout_secs
+    while True:
+        left = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        left.append(int(entry.name))
+                except OSError:  # gone meanwhile
+                    continue
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _kill_bwrap(proc: subprocess.Popen) -> None:
