@@ -13,7 +13,6 @@ sub-task that is the whole description (:func:`fallback_plan`); a task is never 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -22,13 +21,8 @@ from typing import Any
 
 from assistant.llm.base import (
     ChatMessage,
-    ChatResult,
-    Delta,
-    Finished,
     GenerationOptions,
-    TokenUsage,
     ToolCall,
-    ToolCalls,
     ToolSpec,
 )
 from assistant.llm.queue import InferenceQueue
@@ -126,25 +120,6 @@ def planner_messages(description: str, max_sub_agents: int, tools: Sequence[tupl
     return [*messages, ChatMessage("user", description)]
 
 
-async def generate(queue: InferenceQueue, messages: list[ChatMessage], options: GenerationOptions) -> ChatResult:
-    """One whole generation through the queue (closed promptly if the caller is cancelled, so the
-    engine stops between tokens and the queue is free again)."""
-    parts: list[str] = []
-    calls = []
-    finished: Finished | None = None
-    async with contextlib.aclosing(queue.stream(messages, options)) as events:
-        async for event in events:
-            if isinstance(event, Delta):
-                parts.append(event.text)
-            elif isinstance(event, ToolCalls):
-                calls.extend(event.calls)
-            else:
-                finished = event
-    if finished is None:
-        return ChatResult("".join(parts), options.model or "", TokenUsage(), "stop", tuple(calls))
-    return ChatResult("".join(parts), finished.model, finished.usage, finished.finish_reason, tuple(calls))
-
-
 def _json_in_text(text: str) -> Any:
     """A plan written as text: a ``submit_plan`` call in JSON, or the bare arguments object."""
     for call in parse_tool_calls(text):
@@ -222,7 +197,7 @@ async def make_plan(queue: InferenceQueue, description: str, *, max_sub_agents: 
     run_options = GenerationOptions(temperature=0.2, max_tokens=512) if options is None else options
     messages = planner_messages(description, max_sub_agents, tools, profile_names)
     try:
-        reply = await generate(queue, messages, GenerationOptions(
+        reply = await queue.complete(messages, GenerationOptions(
             model=run_options.model, temperature=run_options.temperature, max_tokens=run_options.max_tokens,
             tools=(spec,)))
     except Exception as exc:  # noqa: BLE001 - an engine failure must not lose the task

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
-from assistant.agents.planner import Plan, generate, make_plan
+from assistant.agents.planner import Plan, make_plan
 from assistant.agents.task_store import (
     AgenticTask,
     SubAgent,
@@ -429,7 +429,7 @@ class AgenticService:
                     ChatMessage("user", f"The task: {description}\n\nResults of the agents:\n\n{joined}")]
         options = GenerationOptions(temperature=self.inference.temperature, max_tokens=self.inference.max_tokens)
         try:
-            reply = await generate(self.queue, messages, options)
+            reply = await self.queue.complete(messages, options)
         except Exception as exc:  # noqa: BLE001 - the results are still worth returning
             log.warning("the synthesis call failed (%s); returning the results joined", exc)
             return joined

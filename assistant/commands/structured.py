@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from assistant.llm.base import ChatMessage, Delta, GenerationOptions, ToolCalls, ToolSpec
+from assistant.llm.base import ChatMessage, GenerationOptions, ToolSpec
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.tool_format import parse_tool_calls
 
@@ -50,12 +50,6 @@ async def ask_json(queue: InferenceQueue, messages: list[ChatMessage], name: str
     (ServiceUnavailableError, UpstreamError)."""
     options = GenerationOptions(model=model, temperature=temperature, max_tokens=max_tokens,
                                 tools=(ToolSpec(name, description, schema),))
-    text: list[str] = []
-    found: dict[str, Any] | None = None
-    async for event in queue.stream(messages, options):
-        if isinstance(event, Delta):
-            text.append(event.text)
-        elif isinstance(event, ToolCalls) and found is None:
-            call = next((c for c in event.calls if c.name == name and "_unparsed" not in c.arguments), None)
-            found = dict(call.arguments) if call is not None else None
-    return found if found is not None else json_object_in("".join(text), name)
+    reply = await queue.complete(messages, options)
+    call = next((c for c in reply.tool_calls if c.name == name and "_unparsed" not in c.arguments), None)
+    return dict(call.arguments) if call is not None else json_object_in(reply.content, name)

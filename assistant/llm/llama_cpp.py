@@ -191,10 +191,14 @@ class LlamaCppChatModel:
         finally:
             chunks.close()
             # In `finally`: a consumer that stops early closes this generator at a `yield`.
-            self.cache_stats.hits += counts.cached
-            self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
+            self._count_cache(counts)
         completion = counts.generated - (1 if finish_reason == "stop" and counts.generated else 0)
         yield Finished(name, TokenUsage(counts.prompt, completion, counts.cached), finish_reason)
+
+    def _count_cache(self, counts: _Counts) -> None:
+        """Add one generation's prompt tokens to the KV-cache hit rate (reused prefix = hits)."""
+        self.cache_stats.hits += counts.cached
+        self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
 
     # --- tool calling ----------------------------------------------------------------------------
 
@@ -251,8 +255,7 @@ class LlamaCppChatModel:
         finally:
             chunks.close()
             prompt_tokens, cached, generated = counts.prompt, counts.cached, counts.generated
-            self.cache_stats.hits += counts.cached
-            self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
+            self._count_cache(counts)
         if state == UNDECIDED and buffered:
             yield Delta(buffered)  # a reply too short to tell is an answer
         if state != CALL:
@@ -261,8 +264,7 @@ class LlamaCppChatModel:
             return
         call = self._constrained_call(llm, rendered.prompt, stops, options)
         generated += counts.generated
-        self.cache_stats.hits += counts.cached
-        self.cache_stats.misses += max(counts.prompt - counts.cached, 0)
+        self._count_cache(counts)
         if call is not None:
             yield ToolCalls((call,))
         yield Finished(name, TokenUsage(prompt_tokens, generated, cached), "tool_calls" if call else "stop")

@@ -10,6 +10,7 @@ only when the worker thread has really finished, so generations never interleave
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -17,7 +18,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from assistant.errors import ServiceUnavailableError
-from assistant.llm.base import ChatMessage, ChatModel, Finished, GenerationOptions, StreamEvent
+from assistant.llm.base import (
+    ChatMessage,
+    ChatModel,
+    ChatResult,
+    Delta,
+    Finished,
+    GenerationOptions,
+    StreamEvent,
+    TokenUsage,
+    ToolCalls,
+)
 
 _END = object()
 
@@ -102,6 +113,24 @@ class InferenceQueue:
                 self._lock.release()
             else:
                 future.add_done_callback(lambda _: self._lock.release())
+
+    async def complete(self, messages: list[ChatMessage], options: GenerationOptions) -> ChatResult:
+        """One whole generation (text, tool calls, usage). The stream is closed promptly if the
+        caller is cancelled, so the engine stops between tokens and the queue is free again."""
+        parts: list[str] = []
+        calls = []
+        finished: Finished | None = None
+        async with contextlib.aclosing(self.stream(messages, options)) as events:
+            async for event in events:
+                if isinstance(event, Delta):
+                    parts.append(event.text)
+                elif isinstance(event, ToolCalls):
+                    calls.extend(event.calls)
+                else:
+                    finished = event
+        if finished is None:
+            return ChatResult("".join(parts), options.model or "", TokenUsage(), "stop", tuple(calls))
+        return ChatResult("".join(parts), finished.model, finished.usage, finished.finish_reason, tuple(calls))
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

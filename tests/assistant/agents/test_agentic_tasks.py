@@ -11,7 +11,6 @@ from uuid import uuid4
 
 import pytest
 
-from assistant.agents.planner import generate
 from assistant.agents.profiles import ProfileDraft, ProfileStore
 from assistant.agents.task_store import SubAgentStatus, TaskEvent, TaskEventType, TaskStatus, TaskStore
 from assistant.agents.tasks import INTERRUPTED, SUB_AGENT_PROMPT, AgenticService
@@ -260,7 +259,7 @@ def test_cancel_stops_generation_between_tokens_and_frees_the_queue(make) -> Non
         task = await service.cancel(USER, created.id)
         # the engine is free again at once: the next generation does not wait for the long one
         async with asyncio.timeout(20):
-            reply = await generate(service.queue, [ChatMessage("system", "x"), ChatMessage("user",
+            reply = await service.queue.complete([ChatMessage("system", "x"), ChatMessage("user",
                                    "Your sub-task: next")], GenerationOptions())
         return task, reply
 
