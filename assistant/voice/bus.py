@@ -98,6 +98,7 @@ class VoiceBus:
                                    max_delay=max(1, round(reconnect_max_delay)))
         client.on_connect = self._handle_connect
         client.on_disconnect = self._handle_disconnect
+        client.on_subscribe = lambda *_args: self._connected.set()
         client.on_message = self._handle_message
         self._client = client
 
@@ -131,8 +132,8 @@ class VoiceBus:
             log.warning("voice bus: broker %s:%s refused the connection: %s", self.settings.host,
                         self.settings.port, reason_code)
             return
+        # "connected" means subscribed: set on the SUBACK, so nothing published after wait_connected is missed
         client.subscribe([(self.topics.pattern(kind), QOS[kind]) for kind in SUBSCRIBES[self.role]])
-        self._connected.set()
         log.info("voice bus connected to %s:%s as %s", self.settings.host, self.settings.port, self.role)
 
     def _handle_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
