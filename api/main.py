@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 import assistant
@@ -66,7 +70,14 @@ returned with the answer and listed by `GET /v1/tools/runs`.
 
 def create_app(services: Services) -> FastAPI:
     openapi_url = docs.OPENAPI_URL if services.settings.server.openapi_enabled else None
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if services.voice is not None:  # the voice pipeline's chat calls run on this loop
+            services.voice.bind_loop(asyncio.get_running_loop())
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Assistant API",
         version=assistant.__version__,
         description=DESCRIPTION,

@@ -102,18 +102,23 @@ class Services:
         }
 
     def start_background(self) -> None:
-        """Start the daily jobs (memory decay). The server calls this; notebooks need not."""
+        """Start the daily jobs (memory decay, reminders) and, with a [voice] section, the voice pipeline.
+        The server calls this; notebooks need not."""
         from assistant.scheduler import start_scheduler
 
         if self.scheduler is None:
             reminders = self.tools.backends.get("reminders") if self.tools is not None else None
             self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs)
+        if self.voice is not None:
+            self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
 
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)
         return round(stats.hit_rate, 4) if stats is not None else 0.0
 
     def close(self) -> None:
+        if self.voice is not None:
+            self.voice.stop()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
         self.queue.close()
@@ -189,7 +194,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         catalog=build_catalog(db, sealer, settings.commands),
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
-        voice=build_voice(settings, db),
+        voice=build_voice(settings, db, sealer=sealer),
     )
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
     return services

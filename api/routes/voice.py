@@ -4,20 +4,39 @@ Rooms belong to the household: every key sees and manages the same rooms. While 
 subsystem is disabled (no `[voice]` section in the configuration) every route here answers 503
 `SERVICE_UNAVAILABLE` except `GET /v1/voice/status`, which reports enabled false, every other
 boolean false and both counts 0.
+
+Speaker profiles belong to the user of the key that enrolled them: a key lists and deletes only its
+user's profiles (another user's profile is 404), while identification during a voice session compares
+against every profile of the household.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentPrincipal, ServicesDep
 from api.schemas.common import AUTH_ERRORS, error_responses
-from api.schemas.voice import RoomCreate, RoomList, RoomOut, RoomUpdate, SessionOut, VoiceStatusOut
-from assistant.errors import NotFoundError, ServiceUnavailableError
+from api.schemas.voice import (
+    RoomCreate,
+    RoomList,
+    RoomOut,
+    RoomUpdate,
+    SessionOut,
+    SpeakerList,
+    SpeakerOut,
+    VoiceStatusOut,
+)
+from assistant.errors import AssistantError, ConfigError, NotFoundError, ServiceUnavailableError
 from assistant.services import Services
+from assistant.voice.audio import MAX_UPLOAD_SECONDS, decode_upload
+from assistant.voice.engines import EngineError
+from assistant.voice.rooms import MAX_NAME_CHARS
 from assistant.voice.service import VoiceService, VoiceStatus
+from assistant.voice.speakers import MAX_SAMPLE_BYTES, SpeakerProfile, SpeakerRegistry
 
 router = APIRouter(prefix="/v1/voice", tags=["voice"])
 
@@ -57,8 +76,9 @@ def get_room(room_id: UUID, _: CurrentPrincipal, services: ServicesDep) -> RoomO
               responses=error_responses(400, *AUTH_ERRORS, 404, 413, 422, 503))
 def update_room(room_id: UUID, body: RoomUpdate, _: CurrentPrincipal, services: ServicesDep) -> RoomOut:
     """Change `volume` (0..100) and/or `muted`; only supplied fields change. A change is sent to the
-    room's satellite as a control message on `{prefix}/audio/{room_id}/control` (QoS 1) with the
-    JSON payload `{"v": 1, "type": "set_audio", "room_id", "volume", "muted", "sent_at"}`."""
+    room's satellite on `{prefix}/control/{room_id}` (QoS 1) as control messages
+    `{"v": 1, "room_id", "action": "volume"|"mute"|"unmute", "value", "at", "origin": "server"}` (docs/voice-bus.md).
+    During whisper-mode quiet hours the satellite is sent at most `[voice.whisper_mode] quiet_volume`."""
     return RoomOut.of(voice(services).rooms.update(str(room_id), volume=body.volume, muted=body.muted))
 
 
@@ -91,3 +111,83 @@ def voice_status(_: CurrentPrincipal, services: ServicesDep) -> VoiceStatusOut:
     false, every other boolean false and both counts 0."""
     service = services.voice
     return VoiceStatusOut.of(service.status() if service is not None else VoiceStatus.disabled())
+
+
+# --- speaker profiles ---------------------------------------------------------------------------
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+ENROLL_BODY = {"requestBody": {"required": True, "content": {
+    "audio/wav": _BINARY, "audio/flac": _BINARY, "application/octet-stream": _BINARY}}}
+
+
+def speakers(services: Services) -> SpeakerRegistry:
+    registry = voice(services).speakers
+    if registry is None:
+        raise ServiceUnavailableError("speaker identification is not configured")
+    return registry
+
+
+def speaker_out(registry: SpeakerRegistry, profile: SpeakerProfile) -> SpeakerOut:
+    return SpeakerOut.of(profile, registry.reliable(profile))
+
+
+@router.get("/speakers", response_model=SpeakerList, summary="List speaker profiles",
+            responses=error_responses(*AUTH_ERRORS, 503))
+def list_speakers(principal: CurrentPrincipal, services: ServicesDep) -> SpeakerList:
+    """The calling key's user's speaker profiles, oldest first. `reliable` (an addition to the spec's
+    shape) is true once a profile has `[voice.speaker_id] min_enrollment_samples` (3) samples."""
+    registry = speakers(services)
+    profiles = registry.list(str(principal.user_id))
+    return SpeakerList(speakers=[speaker_out(registry, p) for p in profiles], total=len(profiles))
+
+
+@router.post(
+    "/speakers/enroll",
+    response_model=SpeakerOut,
+    summary="Enrol a voice sample",
+    responses={201: {"model": SpeakerOut, "description": "The sample created the profile"},
+               **error_responses(*AUTH_ERRORS, 409, 413, 422, 503)},
+    openapi_extra=ENROLL_BODY,
+)
+async def enroll_speaker(
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    name: Annotated[str, Query(min_length=1, max_length=MAX_NAME_CHARS,
+                               description=f"The profile's name: 1..{MAX_NAME_CHARS} characters, one line; "
+                                           "unique per user ignoring case.")],
+) -> SpeakerOut:
+    """Add one voice sample to the calling key's user's profile `name`. The body is the sample: a WAV
+    or FLAC file (`Content-Type: audio/wav` or `audio/flac`; any rate and channel count, converted to
+    16 kHz mono) or raw PCM 16-bit little-endian, 16 kHz, mono (`application/octet-stream`), from 0.5 s
+    to 60 s of speech, at most 2 MiB (and at most `server.max_body_bytes`, 1 MiB by default; larger is
+    413 `PAYLOAD_TOO_LARGE`).
+
+    The first sample creates the profile (201); later samples with the same name (ignoring case) add an
+    embedding to it (200). At least `[voice.speaker_id] min_enrollment_samples` (3) samples make the
+    profile `reliable`. An empty, unreadable, silent, too short or too long sample, or a name that is
+    empty or not one line, is 422 with `details.fields`. 503 while voice is disabled or when the
+    speaker engine cannot be loaded or fails. The embedding is stored sealed (biometric data)."""
+    registry = speakers(services)
+    body = await request.body()
+    if len(body) > MAX_SAMPLE_BYTES:
+        raise AssistantError(f"a voice sample is at most {MAX_SAMPLE_BYTES} bytes; got {len(body)}",
+                             code="PAYLOAD_TOO_LARGE")
+    pcm = await run_in_threadpool(decode_upload, body, request.headers.get("content-type"),
+                                  max_seconds=MAX_UPLOAD_SECONDS)
+    try:
+        profile, created = await run_in_threadpool(registry.enroll, str(principal.user_id), name, pcm)
+    except (ConfigError, EngineError) as exc:
+        raise ServiceUnavailableError(f"speaker identification is unavailable: {exc.message}") from None
+    response.status_code = 201 if created else 200
+    return speaker_out(registry, profile)
+
+
+@router.delete("/speakers/{speaker_id}", status_code=204, response_class=Response, summary="Delete a speaker",
+               responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
+def delete_speaker(speaker_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
+    """Delete the profile and every voice embedding of it. 404 when it does not exist or belongs to
+    another user."""
+    speakers(services).delete(str(speaker_id), str(principal.user_id))
+    return Response(status_code=204)

@@ -7,8 +7,9 @@ heartbeat is ``heartbeat_timeout_ms`` (30 s) old or older. Rooms belong to the h
 user: every key sees the same rooms. Room names are 1..100 characters, one line, unique ignoring
 case; they are labels, not user content, and are stored in clear.
 
-Volume and mute changes are sent to the room's satellite as a :class:`ControlMessage` through a
-:class:`ControlPublisher` (the bus publishes it on ``{prefix}/audio/{room_id}/control``).
+Volume and mute changes are sent to the room's satellite as control messages (``volume`` with the new
+value, ``mute``/``unmute``; :class:`assistant.voice.messages.ControlMessage`) through a
+:class:`ControlPublisher` (the bus publishes them on ``{prefix}/control/{room_id}``, QoS 1).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from assistant.clock import iso, utcnow
 from assistant.config import RoomSettings
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
+from assistant.voice.messages import ControlAction, ControlMessage
 
 MAX_NAME_CHARS = 100
-CONTROL_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -39,21 +40,6 @@ class Room:
     muted: bool
     last_seen: str | None
     created_at: str
-
-
-@dataclass(frozen=True)
-class ControlMessage:
-    """A control command for a room's satellite; ``payload()`` is its versioned JSON body."""
-
-    room_id: str
-    volume: int
-    muted: bool
-    command: str = "set_audio"
-    sent_at: str = field(default_factory=iso)
-
-    def payload(self) -> dict[str, Any]:
-        return {"v": CONTROL_VERSION, "type": self.command, "room_id": self.room_id, "volume": self.volume,
-                "muted": self.muted, "sent_at": self.sent_at}
 
 
 class ControlPublisher(Protocol):
@@ -133,7 +119,12 @@ class RoomStore:
             return room
         self.db.execute("UPDATE voice_rooms SET volume = ?, muted = ?, updated_at = ? WHERE id = ?",
                         (new_volume, int(new_muted), iso(self.clock()), room_id))
-        self.publisher.publish_control(ControlMessage(room_id, new_volume, new_muted, sent_at=iso(self.clock())))
+        now = self.clock()
+        if new_volume != room.volume:
+            self.publisher.publish_control(ControlMessage(room_id, ControlAction.VOLUME, new_volume, at=now))
+        if new_muted != room.muted:
+            action = ControlAction.MUTE if new_muted else ControlAction.UNMUTE
+            self.publisher.publish_control(ControlMessage(room_id, action, at=now))
         return self.get(room_id)
 
     def heartbeat(self, room_id: str, now: datetime | None = None) -> Room:

@@ -170,6 +170,19 @@ class SessionManager:
                                         {"room_id": room_id})
             return self._end(current, Trigger.ENDED, now, reason)
 
+    def annotate(self, room_id: str, *, speaker_id: str | None = None,
+                 conversation_id: str | None = None) -> VoiceSession:
+        """Record who is speaking and the chat conversation of the room's active session; not a
+        transition (the state and the activity time stay as they are)."""
+        with self._lock:
+            current = self._current(room_id, self.clock())
+            if current is None:
+                raise InvalidTransition(f"annotate: room {room_id} has no active session", {"room_id": room_id})
+            changes = {k: v for k, v in (("speaker_id", speaker_id), ("conversation_id", conversation_id)) if v}
+            annotated = replace(current, **changes)
+            self._active[room_id] = annotated
+            return annotated
+
     def get_active_session(self, room_id: str) -> VoiceSession | None:
         """The room's active session after applying timeouts, or None."""
         with self._lock:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from assistant.voice.rooms import ControlMessage
+from assistant.voice.messages import ControlAction, ControlMessage
 
 MISSING = "00000000-0000-4000-8000-000000000000"
 ROOM_KEYS = {"id", "name", "is_online", "volume", "muted", "last_seen", "created_at"}
@@ -92,7 +92,7 @@ def test_patch_volume_and_mute_publishes_control(vclient, vauth, voice_services)
     response = vclient.patch(f"/v1/voice/rooms/{room['id']}", json={"volume": 35}, headers=vauth)
     assert response.status_code == 200 and response.json()["volume"] == 35 and not response.json()["muted"]
     assert vclient.patch(f"/v1/voice/rooms/{room['id']}", json={"muted": True}, headers=vauth).json()["muted"]
-    assert [(m.volume, m.muted) for m in sent] == [(35, False), (35, True)]
+    assert [(m.action, m.value) for m in sent] == [(ControlAction.VOLUME, 35), (ControlAction.MUTE, None)]
     for body in ({"volume": 101}, {"volume": -1}, {"muted": "loud"}, {"colour": 1}):
         assert vclient.patch(f"/v1/voice/rooms/{room['id']}", json=body, headers=vauth).status_code == 422, body
     assert vclient.patch(f"/v1/voice/rooms/{MISSING}", json={"volume": 3}, headers=vauth).status_code == 404

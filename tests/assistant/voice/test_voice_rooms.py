@@ -10,7 +10,8 @@ import pytest
 from assistant.config import RoomSettings
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
-from assistant.voice.rooms import ControlMessage, RoomStore
+from assistant.voice.messages import ControlAction, ControlMessage
+from assistant.voice.rooms import RoomStore
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -91,9 +92,12 @@ def test_volume_and_mute_changes_publish_control_messages(store: RoomStore, reco
     assert store.update(room.id, volume=40).volume == 40
     assert store.update(room.id, muted=True).muted
     store.update(room.id, volume=40, muted=True)  # no change: nothing sent
-    assert [(m.room_id, m.volume, m.muted) for m in recorder.sent] == [(room.id, 40, False), (room.id, 40, True)]
-    assert recorder.sent[0].payload() == {"v": 1, "type": "set_audio", "room_id": room.id, "volume": 40,
-                                          "muted": False, "sent_at": "2024-05-01T12:00:00.000Z"}
+    store.update(room.id, volume=55, muted=False)  # both: two messages
+    assert [(m.room_id, m.action, m.value) for m in recorder.sent] == [
+        (room.id, ControlAction.VOLUME, 40), (room.id, ControlAction.MUTE, None),
+        (room.id, ControlAction.VOLUME, 55), (room.id, ControlAction.UNMUTE, None)]
+    assert recorder.sent[0].to_bytes() == (b'{"v":1,"room_id":"%s","action":"volume","value":40,'
+                                           b'"at":"2024-05-01T12:00:00.000Z","origin":"server"}' % room.id.encode())
     with pytest.raises(ValidationFailed, match="volume"):
         store.update(room.id, volume=101)
 
