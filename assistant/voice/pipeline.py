@@ -338,9 +338,9 @@ class RoomWorker:
 
     def _sync_with_session(self) -> None:
         """A session ended elsewhere (follow-up window, max duration, room deleted): back to the wake word."""
-        if self.mode in (Mode.CAPTURE, Mode.FOLLOW_UP):
-            if self.pipeline.sessions.get_active_session(self.room_id) is None:
-                self._reset("session_ended")
+        if self.mode in (Mode.CAPTURE, Mode.FOLLOW_UP) and self.pipeline.sessions.get_active_session(
+                self.room_id) is None:
+            self._reset("session_ended")
 
     def _reset(self, reason: str) -> None:
         self.pipeline.led_off(self.room_id)
@@ -411,9 +411,8 @@ class RoomWorker:
         from assistant.voice import vad
 
         if isinstance(event, vad.SpeechStarted):
-            if self.mode is Mode.FOLLOW_UP:
-                if not self._resume():
-                    return
+            if self.mode is Mode.FOLLOW_UP and not self._resume():
+                return
             self.pipeline.emit(self.run, SpeechStarted)
         elif isinstance(event, vad.NoSpeech):
             if self.mode is Mode.FOLLOW_UP:
