@@ -1,4 +1,5 @@
-"""The ``assistant`` command: serve, models install/list, keys create/list/revoke.
+"""The ``assistant`` command: serve, models install/list, keys create/list/revoke, the voice satellite
+simulator and the two voice companion services (wake word, speaker identification).
 
 It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
 """
@@ -6,14 +7,18 @@ It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never i
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from uuid import UUID
 
 import typer
 
 from assistant.config import Settings
 from assistant.errors import AssistantError
+
+if TYPE_CHECKING:
+    from assistant.voice.satellite import SatelliteEvent
 
 app = typer.Typer(help="A self-hosted personal assistant.", no_args_is_help=True, add_completion=False)
 models_app = typer.Typer(help="Packaged GGUF models.", no_args_is_help=True)
@@ -41,7 +46,7 @@ def load_settings(config: Path | None, data_dir: Path | None, **server: object) 
         raise  # unreachable
 
 
-def _open_services(settings: Settings):  # noqa: ANN202 - Services, imported lazily
+def _open_services(settings: Settings):  # -> Services, imported lazily
     from assistant.services import build_services
 
     try:
@@ -189,6 +194,123 @@ def keys_revoke(name: str, config: ConfigOpt = None, data_dir: DataDirOpt = None
     finally:
         db.close()
     typer.echo(f"revoked {name!r}")
+
+
+def parse_broker(broker: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:1883`` for IPv6) -> (host, port); a precise message for anything else."""
+    host, sep, port_text = broker.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        fail(f"--broker must be HOST:PORT with a port 1..65535 (e.g. 127.0.0.1:1883), got {broker!r}")
+    return host, int(port_text)
+
+
+@app.command()
+def satellite(
+    room: Annotated[str, typer.Option("--room", help="Room id (the {room_id} of the bus topics).")],
+    wav: Annotated[Path, typer.Option("--wav", help="Recording to stream: WAV or FLAC, any rate and channels.")],
+    broker: Annotated[str, typer.Option("--broker", help="MQTT broker as HOST:PORT.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Save the reply as a 16 kHz WAV file.")] = None,
+    username: Annotated[str | None, typer.Option(help="MQTT user name.")] = None,
+    password: Annotated[str | None, typer.Option(help="MQTT password.")] = None,
+    prefix: Annotated[str, typer.Option(help="Topic prefix (voice.mqtt.topic_prefix).")] = "assistant",
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for a reply after streaming.", min=0)] = 120.0,
+    connect_timeout: Annotated[float, typer.Option(help="Seconds to wait for the broker.", min=0)] = 10.0,
+    realtime: Annotated[bool, typer.Option("--realtime/--no-realtime",
+                                           help="Stream at the pace of a microphone, and play replies in real "
+                                                "time (default), or as fast as possible.")] = True,
+) -> None:
+    """Simulate a satellite: stream a recording into a room, print what happens, save the reply.
+
+    Exit code 0: a reply came; 1: no reply within --timeout, or the broker was unreachable; 2: a bad argument.
+    """
+    from assistant.config import MqttSettings
+    from assistant.voice.audio import decode_audio, duration_s, write_wav
+    from assistant.voice.messages import check_room_id
+    from assistant.voice.satellite import Satellite, SatelliteError
+
+    host, port = parse_broker(broker)
+    try:
+        check_room_id(room)
+    except ValueError as exc:
+        fail(f"--room: {exc}")
+    if not wav.is_file():
+        fail(f"--wav {wav}: no such file")
+    try:
+        pcm = decode_audio(wav)
+    except ValueError as exc:
+        fail(f"--wav {wav}: {exc}")
+    if not pcm:
+        fail(f"--wav {wav}: the file holds no audio")
+    if out is not None and not out.parent.is_dir():
+        fail(f"--out {out}: the directory {out.parent} does not exist")
+    mqtt = MqttSettings(host=host, port=port, topic_prefix=prefix, username=username, password=password)
+    try:
+        simulator = Satellite(room, mqtt, realtime=realtime, on_event=_print_event, connect_timeout=connect_timeout)
+    except ValueError as exc:  # the bus refuses a prefix with MQTT wildcards or a leading/trailing "/"
+        fail(f"--prefix: {exc}")
+    typer.echo(f"streaming {wav} ({duration_s(pcm):.2f} s) into room {room!r} via {host}:{port}")
+    try:
+        result = simulator.run(pcm, reply_timeout=timeout)
+    except SatelliteError as exc:
+        fail(str(exc), 1)
+    if not result.replies:
+        fail(f"no reply within {timeout:g} s after streaming", 1)
+    if out is not None:
+        write_wav(out, result.reply_pcm)
+    saved = f", saved to {out}" if out is not None else ""
+    typer.echo(f"reply: {duration_s(result.reply_pcm):.2f} s{saved}")
+
+
+def _print_event(event: SatelliteEvent) -> None:
+    """One line per event, as it happens: ``+1.23s wake hey_jarvis 0.91``."""
+    typer.echo(f"+{event.at_s:.2f}s {event.kind} {event.detail}".rstrip())
+
+
+HostOpt = Annotated[str, typer.Option(help="Address to bind.")]
+
+
+@app.command("wakeword-service")
+def wakeword_service(
+    config: ConfigOpt = None,
+    host: HostOpt = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.", min=1, max=65535)] = 8083,
+) -> None:
+    """Serve the wake-word companion service (for voice.wake_word.engine = "remote")."""
+    import uvicorn
+
+    from api.companions.wakeword import create_app
+    from assistant.config import WakeWordSettings
+
+    settings = load_settings(config, None)
+    app_ = _companion(create_app, settings.voice.wake_word if settings.voice else WakeWordSettings())
+    uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
+
+
+@app.command("speaker-service")
+def speaker_service(
+    config: ConfigOpt = None,
+    host: HostOpt = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.", min=1, max=65535)] = 8084,
+) -> None:
+    """Serve the speaker-identification companion service (for voice.speaker_id.engine = "remote")."""
+    import uvicorn
+
+    from api.companions.speaker import create_app
+    from assistant.config import SpeakerIdSettings
+
+    settings = load_settings(config, None)
+    app_ = _companion(create_app, settings.voice.speaker_id if settings.voice else SpeakerIdSettings())
+    uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
+
+
+def _companion(create_app: Callable[[object], object], section: object) -> object:
+    """The companion's app; an engine that cannot load is reported as a configuration error (exit 2)."""
+    try:
+        return create_app(section)
+    except AssistantError as exc:
+        fail(exc.message)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,7 @@ STATUS_OF = {
     "INTERNAL_ERROR": 500,
     "UPSTREAM_ERROR": 502,
     "SERVICE_UNAVAILABLE": 503,
+    "ENGINE_ERROR": 503,  # a voice engine failed or timed out (the companion services' interface)
 }
 CODE_OF_STATUS = {status: code for code, status in STATUS_OF.items()}
 

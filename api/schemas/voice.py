@@ -6,6 +6,7 @@ from assistant.clock import iso
 from assistant.voice.rooms import MAX_NAME_CHARS, Room
 from assistant.voice.service import VoiceStatus
 from assistant.voice.sessions import VoiceSession
+from assistant.voice.speakers import SpeakerProfile
 
 
 class RoomCreate(BaseModel):
@@ -76,3 +77,24 @@ class VoiceStatusOut(BaseModel):
         return cls(enabled=s.enabled, wake_word_available=s.wake_word_available,
                    speaker_id_available=s.speaker_id_available, mqtt_connected=s.mqtt_connected,
                    active_rooms=s.active_rooms, active_sessions=s.active_sessions)
+
+
+class SpeakerOut(BaseModel):
+    id: str
+    user_id: str = Field(description="The user the profile belongs to: the key's user that enrolled it.")
+    name: str
+    enrollment_count: int = Field(description="Samples enrolled (one voice embedding each).")
+    created_at: str
+    reliable: bool = Field(description="Addition to the spec's shape: true once `enrollment_count` reaches "
+                                       "`[voice.speaker_id] min_enrollment_samples` (3). A profile with fewer "
+                                       "samples still matches, but its matches are marked unreliable.")
+
+    @classmethod
+    def of(cls, p: SpeakerProfile, reliable: bool) -> SpeakerOut:
+        return cls(id=p.id, user_id=p.user_id, name=p.name, enrollment_count=p.enrollment_count,
+                   created_at=p.created_at, reliable=reliable)
+
+
+class SpeakerList(BaseModel):
+    speakers: list[SpeakerOut]
+    total: int

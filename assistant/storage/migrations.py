@@ -409,3 +409,29 @@ def m011_voice_rooms(db: Database) -> None:
         );
         """
     )
+
+
+@migration
+def m012_voice_speakers(db: Database) -> None:
+    """Speaker profiles (a name unique per user, ignoring case) and their voice embeddings, sealed
+    like memory content (biometric data); deleting a profile deletes its embeddings."""
+    db.executescript(
+        """
+        CREATE TABLE voice_speakers (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (user_id, name COLLATE NOCASE)
+        );
+        CREATE TABLE voice_embeddings (
+            id TEXT PRIMARY KEY,
+            speaker_id TEXT NOT NULL REFERENCES voice_speakers(id) ON DELETE CASCADE,
+            embedding BLOB NOT NULL,
+            dim INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX voice_embeddings_speaker ON voice_embeddings(speaker_id, created_at);
+        """
+    )
