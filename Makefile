@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/decay.py
 	$(BIN)/python benchmarks/locomo_recall.py
 	$(BIN)/python benchmarks/tool_calling.py
+	$(BIN)/python benchmarks/voice.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -255,7 +255,11 @@ def satellite(
     except SatelliteError as exc:
         fail(str(exc), 1)
     if not result.replies:
-        fail(f"no reply within {timeout:g} s after streaming", 1)
+        woke = any(e.kind == "wake" for e in result.events)
+        hint = ("the server woke but did not answer: see its log" if woke else
+                f"the server never woke: check that --prefix {prefix!r} is its [voice.mqtt] topic_prefix, that "
+                "the room id is one of GET /v1/voice/rooms, and that the recording says a configured wake word")
+        fail(f"no reply within {timeout:g} s after streaming; {hint}", 1)
     if out is not None:
         write_wav(out, result.reply_pcm)
     saved = f", saved to {out}" if out is not None else ""
