@@ -111,6 +111,7 @@ class Services:
             self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs)
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
+            self.metrics.voice_dropped = self.voice.dropped
 
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)

@@ -3,7 +3,9 @@
 The counters live here (thread-safe, per instance, no global registry) and a prometheus-client
 collector renders them with exactly the spec's names: ``app_uptime_seconds`` (counter),
 ``http_requests_total{status}`` with ``success``/``client_error``/``server_error``, and the
-``inference_time_ms`` histogram with buckets 100, 250, 500, 1000, +Inf.
+``inference_time_ms`` histogram with buckets 100, 250, 500, 1000, +Inf. With the voice pipeline running,
+``voice_dropped_messages_total{kind,reason}`` counts the bus messages it dropped (oversized, malformed,
+unknown room, ...; the reasons are in docs/voice-bus.md).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Metrics:
         self.inference_buckets = [0] * len(INFERENCE_BUCKETS_MS)
         self.tokens_total = 0
         self.inference_healthy = False
+        self.voice_dropped: Callable[[], dict[tuple[str, str], int]] | None = None  # set by the voice service
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -135,3 +138,9 @@ class _Collector:
             sum_value=time_sum,
         )
         yield hist
+        if m.voice_dropped is not None:
+            dropped = Metric("voice_dropped_messages", "Voice bus messages dropped, by topic kind and reason.",
+                             "counter")
+            for (kind, reason), n in sorted(m.voice_dropped().items()):
+                dropped.add_sample("voice_dropped_messages_total", {"kind": kind, "reason": reason}, n)
+            yield dropped

@@ -554,7 +554,7 @@ class VoicePipeline:
         self.clock = clock
         self.listeners: list[EventListener] = []
         self.runs: deque[VoiceRun] = deque(maxlen=KEEP_RUNS)
-        self.dropped: Counter[str] = Counter()
+        self.dropped: Counter[tuple[str, str]] = Counter()  # (topic kind, reason) -> messages dropped
         self._workers: dict[str, RoomWorker] = {}
         self._lock = threading.RLock()
         self._capturing: set[str] = set()
@@ -591,13 +591,13 @@ class VoicePipeline:
     def handle_audio(self, room_id: str, pcm: bytes) -> None:
         worker = self._worker(room_id)
         if worker is not None and not worker.put(pcm):
-            self._drop("queue_full", room_id)
+            self._drop("input", "queue_full", room_id)
 
     def handle_status(self, message: StatusMessage) -> None:
         try:
             self.rooms.heartbeat(message.room_id)
         except NotFoundError:
-            self._drop("unknown_room", message.room_id)
+            self._drop("status", "unknown_room", message.room_id)
 
     def handle_control(self, message: ControlMessage) -> None:
         if message.action is ControlAction.COMMAND and message.value == "playback_done":
@@ -620,16 +620,16 @@ class VoicePipeline:
             try:
                 self.rooms.get(room_id)
             except NotFoundError:
-                self._drop("unknown_room", room_id)
+                self._drop("input", "unknown_room", room_id)
                 return None
             worker = self._workers[room_id] = RoomWorker(self, room_id)
             return worker
 
-    def _drop(self, reason: str, room_id: str) -> None:
-        self.dropped[reason] += 1
-        if self.dropped[reason] in (1, 10, 100, 1000):
+    def _drop(self, kind: str, reason: str, room_id: str) -> None:
+        self.dropped[(kind, reason)] += 1
+        if self.dropped[(kind, reason)] in (1, 10, 100, 1000):
             log.warning("voice pipeline dropped audio/status for room %s: %s (%d so far)", room_id, reason,
-                        self.dropped[reason])
+                        self.dropped[(kind, reason)])
 
     # --- control publishing (RoomStore's publisher) -------------------------------------------------
 

@@ -313,7 +313,7 @@ def test_heartbeats_and_unknown_rooms(rig: Rig) -> None:
     assert rig.pipeline.rooms.get(rig.room_id).is_online
     rig.pipeline.handle_status(StatusMessage("nowhere", rig.clock()))
     rig.pipeline.handle_audio("nowhere", silence(0.1))
-    assert rig.pipeline.dropped["unknown_room"] == 2
+    assert rig.pipeline.dropped == {("status", "unknown_room"): 1, ("input", "unknown_room"): 1}
     rig.clock.advance(30_000)  # heartbeat_timeout_ms
     rig.pipeline._last_presence_check = float("-inf")
     rig.pipeline.tick()
@@ -348,3 +348,16 @@ def test_volume_is_capped_in_quiet_hours(rig: Rig) -> None:
 ])
 def test_strip_wake_phrase(text: str, expected: str) -> None:
     assert strip_wake_phrase(text, ("hey_jarvis", "alexa")) == expected
+
+
+def test_dropped_messages_are_a_prometheus_metric(rig: Rig) -> None:
+    from assistant.observability.metrics import Metrics
+
+    rig.pipeline.handle_audio("nowhere", silence(0.1))
+    metrics = Metrics()
+    assert b"voice_dropped_messages_total" not in metrics.prometheus()  # voice not running
+    bus_drops = {("input", "oversized"): 2}
+    metrics.voice_dropped = lambda: {**bus_drops, **rig.pipeline.dropped}
+    text = metrics.prometheus().decode()
+    assert 'voice_dropped_messages_total{kind="input",reason="oversized"} 2.0' in text
+    assert 'voice_dropped_messages_total{kind="input",reason="unknown_room"} 1.0' in text
