@@ -361,3 +361,38 @@ def test_dropped_messages_are_a_prometheus_metric(rig: Rig) -> None:
     text = metrics.prometheus().decode()
     assert 'voice_dropped_messages_total{kind="input",reason="oversized"} 2.0' in text
     assert 'voice_dropped_messages_total{kind="input",reason="unknown_room"} 1.0' in text
+
+
+class FakeSpeakers:
+    """A SpeakerRegistry stand-in: one enrolled profile that every utterance matches."""
+
+    def __init__(self, match) -> None:
+        self.match = match
+
+    def list(self) -> list[object]:
+        return [object()]
+
+    def identify(self, pcm: bytes):
+        return self.match
+
+
+def test_an_identified_speaker_is_answered_as_their_user(rig: Rig) -> None:
+    from assistant.voice.speakers import SpeakerMatch
+
+    rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.asked[0][0] == "user-alice"
+    assert rig.sessions.get_active_session(rig.room_id).speaker_id == "spk-1"
+    speaker = next(e for e in rig.pipeline.runs[-1].events if e.kind == "speaker")
+    assert (speaker.known, speaker.name, speaker.score) == (True, "Alice", 0.91)
+
+
+def test_an_unknown_speaker_is_answered_as_the_default_user(rig: Rig) -> None:
+    from assistant.voice.speakers import SpeakerMatch
+
+    rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch(None, None, None, 0.75))  # at the threshold: unknown
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef"
+    assert rig.sessions.get_active_session(rig.room_id).speaker_id is None

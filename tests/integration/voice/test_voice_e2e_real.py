@@ -82,3 +82,48 @@ def test_a_spoken_question_is_answered_out_loud(tmp_path: Path, default_model_pa
     latencies = run.latencies()
     assert latencies["eos_to_audio_s"] > latencies["llm"] > 0
     assert True in lit and pin_factory.pin(17).state == 0  # lit while capturing, off afterwards
+
+
+class _SilentWake:
+    words = ("hey_jarvis",)
+
+    def process(self, pcm: bytes) -> list:
+        return []
+
+    def reset(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_presence_follows_real_heartbeats_with_a_short_timeout(make_settings, make_services,
+                                                               mosquitto: Mosquitto) -> None:  # noqa: F811
+    from assistant.config import VadSettings
+    from assistant.voice.pipeline import Engines
+    from assistant.voice.vad import create_vad
+
+    services = make_services(make_settings(voice={
+        "mqtt": {"host": mosquitto.host, "port": mosquitto.port},
+        "rooms": {"heartbeat_timeout_ms": 1_000, "stale_check_interval_secs": 1}}))
+    voice = services.voice
+    engines = Engines(wake=lambda _room: _SilentWake(), vad=lambda: create_vad(VadSettings(engine="energy")),
+                      stt=None, tts=None, words=("hey_jarvis",))
+    voice.start(services.chat, engines=engines, respond=lambda *_a: ("", ""))
+    room = voice.rooms.create("Hall")
+    satellite = Satellite(room.id, MqttSettings(host=mosquitto.host, port=mosquitto.port), heartbeat_secs=0.2)
+    satellite.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not voice.rooms.get(room.id).is_online:
+            assert time.monotonic() < deadline, "the heartbeats did not make the room online"
+            time.sleep(0.1)
+        assert voice.status().active_rooms == 1 and voice.status().mqtt_connected
+    finally:
+        satellite.stop()
+    stopped = time.monotonic()
+    while voice.rooms.get(room.id).is_online:
+        assert time.monotonic() < stopped + 20, "the room stayed online without heartbeats"
+        time.sleep(0.1)
+    assert time.monotonic() - stopped >= 0.5  # not before heartbeat_timeout_ms after the last heartbeat (~1 s)
+    assert voice.status().active_rooms == 0
