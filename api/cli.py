@@ -84,7 +84,11 @@ def serve(
     if services.keys.count() == 0:
         key, principal = services.keys.create("default")
         typer.echo(f"No API key existed; created one for user {principal.user_id} (shown once):\n  {key}")
-    services.start_background()
+    try:
+        services.start_background()  # with [voice]: every voice engine is built and run once here
+    except AssistantError as exc:
+        services.close()
+        fail(f"the voice pipeline cannot start: {exc.message}")
     server = settings.server
     typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
                f"(docs at /swagger-ui/); data in {settings.data_dir}")

@@ -87,3 +87,16 @@ def test_serve_with_the_small_model_prints_a_key_and_answers(tmp_path, small_mod
         proc.terminate()
         proc.wait(timeout=30)
     assert Path(tmp_path / "data" / "assistant.db").exists()
+
+
+def test_serve_refuses_a_voice_engine_that_cannot_run(tmp_path, small_model_path):
+    config = tmp_path / "assistant.toml"
+    config.write_text(
+        f'[server]\ndata_dir = "{tmp_path / "data"}"\nport = {free_port()}\n'
+        f'[inference]\nmodel = "smollm2-135m-instruct"\nmodel_path = "{small_model_path}"\nthreads = 2\n'
+        '[voice.wake_word]\nwords = ["hey_computer"]\n'
+    )
+    result = run("serve", "--config", str(config), timeout=240)
+    assert result.returncode == 2, result.stderr
+    assert "the voice pipeline cannot start" in result.stderr and "hey_computer" in result.stderr
+    assert "hey_jarvis" in result.stderr  # the words that exist are named
