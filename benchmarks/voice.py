@@ -26,7 +26,7 @@
     .venv/bin/python benchmarks/voice.py [--part all|latency|stt|wake|speaker] [--limit N] [--json]
 
 ``--limit N`` keeps the first N questions, LibriVox clips and clips per reader. Everything takes about
-4-6 minutes on two cores, most of it the latency part (real-time streaming and playback, generation).
+1.5-3 minutes on two cores, most of it the latency part (real-time streaming and playback, generation).
 """
 
 from __future__ import annotations
@@ -477,7 +477,7 @@ def print_speaker(r: dict[str, Any]) -> None:
     print(f"  same pairs > 0.75        {r['same_above_threshold']:.1%}")
     print(f"  different pairs <= 0.75  {r['different_at_or_below_threshold']:.1%}")
     accuracy = r["identification_accuracy"]
-    print(f"  identification, {ENROLLED} enrolled {'-' if accuracy is None else f'{accuracy:.1%}'} "
+    print(f"  {f'identified, {ENROLLED} enrolled':<24} {'-' if accuracy is None else f'{accuracy:.1%}'} "
           f"({ident['right']} right, {ident['unknown']} unknown, {ident['wrong']} wrong)")
 
 

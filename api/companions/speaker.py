@@ -18,14 +18,13 @@ authentication: bind it to loopback or a private network.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api import errors
+from api.companions import companion_app
 from assistant.config import SpeakerIdSettings
 from assistant.errors import AssistantError, ConfigError
 from assistant.voice.audio import decode_upload
@@ -74,16 +73,8 @@ def create_app(settings: SpeakerIdSettings, embedder_factory: EmbedderFactory | 
         raise ConfigError(f"speaker engine {engine!r} produces {embedder.dim}-dim embeddings but "
                           f"embedding_dim is {served.embedding_dim}")
 
-    app = FastAPI(title="Speaker-identification companion service", description=__doc__)
+    app = companion_app("Speaker-identification companion service", __doc__)
     app.state.embedder = embedder
-    errors.install(app)
-
-    @app.middleware("http")
-    async def request_id(request: Request, call_next: Callable) -> Response:
-        request.state.request_id = str(uuid.uuid4())
-        response = await call_next(request)
-        response.headers["X-Request-Id"] = request.state.request_id
-        return response
 
     @app.get("/health", response_model=Health)
     async def health() -> Health:

@@ -22,7 +22,6 @@ The service has no authentication: bind it to loopback or a private network.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -32,7 +31,7 @@ from fastapi import FastAPI, Path, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api import errors
+from api.companions import companion_app
 from assistant.config import WakeWordSettings
 from assistant.errors import AssistantError, NotFoundError, ValidationFailed
 from assistant.voice.wake import (
@@ -167,16 +166,8 @@ def create_app(settings: WakeWordSettings, engine_factory: EngineFactory | None 
         yield
         streams.close()
 
-    app = FastAPI(title="Wake-word companion service", description=__doc__, lifespan=lifespan)
+    app = companion_app("Wake-word companion service", __doc__, lifespan=lifespan)
     app.state.streams = streams
-    errors.install(app)
-
-    @app.middleware("http")
-    async def request_id(request: Request, call_next: Callable) -> Response:
-        request.state.request_id = str(uuid.uuid4())
-        response = await call_next(request)
-        response.headers["X-Request-Id"] = request.state.request_id
-        return response
 
     @app.get("/health", response_model=Health)
     async def health() -> Health:

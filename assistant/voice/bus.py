@@ -17,7 +17,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -25,6 +25,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from assistant.config import MqttSettings
 from assistant.voice.messages import (
     QOS,
+    ControlAction,
     ControlMessage,
     MessageError,
     OutputFrame,
@@ -226,3 +227,51 @@ class VoiceBus:
     def publish_status(self, msg: StatusMessage) -> bool:
         """Satellite side: a heartbeat (QoS 0)."""
         return self._publish(TopicKind.STATUS, msg.room_id, msg.to_bytes())
+
+
+class LoopbackBus:
+    """An in-process stand-in for the broker and one satellite per room (notebooks, benchmarks, demos).
+
+    It keeps what the pipeline publishes (``outputs`` as ``(room_id, pcm)``, ``wakes``, ``controls``) and,
+    with ``auto_playback``, answers every reply at once with the satellite's ``playback_done``, so the
+    session enters its follow-up window without waiting for the reply's duration.
+    :meth:`send_audio` is the satellite's microphone.
+    """
+
+    connected = False  # no broker
+
+    def __init__(self, *, auto_playback: bool = True):
+        self.auto_playback = auto_playback
+        self.outputs: list[tuple[str, bytes]] = []
+        self.wakes: list[WakeEvent] = []
+        self.controls: list[ControlMessage] = []
+        self._pipeline: Any = None
+
+    def bind(self, pipeline: Any) -> None:
+        """Deliver satellite messages to ``pipeline`` (VoiceService.start calls this)."""
+        self._pipeline = pipeline
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def send_audio(self, room_id: str, pcm: bytes) -> None:
+        if self._pipeline is not None:
+            self._pipeline.handle_audio(room_id, pcm)
+
+    def publish_output(self, room_id: str, pcm: bytes) -> int:
+        self.outputs.append((room_id, pcm))
+        if self.auto_playback and self._pipeline is not None:
+            self._pipeline.handle_control(ControlMessage(room_id, ControlAction.COMMAND, "playback_done",
+                                                         "loopback"))
+        return 1
+
+    def publish_wake(self, msg: WakeEvent) -> bool:
+        self.wakes.append(msg)
+        return True
+
+    def publish_control(self, msg: ControlMessage) -> bool:
+        self.controls.append(msg)
+        return True

@@ -160,6 +160,8 @@ class VoiceService:
         self.bus = bus or VoiceBus(self.settings.mqtt, on_audio=pipeline.handle_audio,
                                    on_status=pipeline.handle_status, on_control=pipeline.handle_control)
         pipeline.bus = self.bus
+        if hasattr(self.bus, "bind"):  # an in-process bus (LoopbackBus) delivers to the pipeline directly
+            self.bus.bind(pipeline)
         self.rooms.publisher = pipeline
         self.pipeline = pipeline
         pipeline.start()

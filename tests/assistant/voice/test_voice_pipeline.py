@@ -396,3 +396,25 @@ def test_an_unknown_speaker_is_answered_as_the_default_user(rig: Rig) -> None:
     wait_for(lambda: rig.bus.outputs)
     assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef"
     assert rig.sessions.get_active_session(rig.room_id).speaker_id is None
+
+
+def test_the_loopback_bus_drives_a_started_voice_service(make_settings, make_services) -> None:
+    from assistant.voice.bus import LoopbackBus
+
+    services = make_services(make_settings(voice={}))
+    voice = services.voice
+    bus = LoopbackBus()
+    engines = Engines(wake=lambda _room: FakeWake(), vad=FakeVad, stt=FakeStt(), tts=FakeTts(), words=("hey_jarvis",))
+    pipeline = voice.start(services.chat, bus=bus, engines=engines, led=Led())
+    room = voice.rooms.create("Den")
+    for i in range(0, 80_000, 2560):
+        bus.send_audio(room.id, (wake_chunk() + silence(0.1) + tone(1.0) + silence(1.0))[i:i + 2560])
+    wait_for(lambda: voice.sessions.get_active_session(room.id) is not None
+             and voice.sessions.get_active_session(room.id).state is SessionState.FOLLOW_UP)
+    assert [r for r, _ in bus.outputs] == [room.id] and bus.wakes[0].room_id == room.id
+    assert next(e for e in pipeline.runs[-1].events if e.kind == "playback_done").source == "satellite"
+    response = next(e for e in pipeline.runs[-1].events if e.kind == "response")
+    assert response.text.startswith("You said:")  # the real chat service, with the scripted model
+    assert not voice.status().mqtt_connected
+    voice.stop()
+    assert voice.pipeline is None
