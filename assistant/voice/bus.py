@@ -17,7 +17,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -235,7 +235,8 @@ class LoopbackBus:
     It keeps what the pipeline publishes (``outputs`` as ``(room_id, pcm)``, ``wakes``, ``controls``) and,
     with ``auto_playback``, answers every reply at once with the satellite's ``playback_done``, so the
     session enters its follow-up window without waiting for the reply's duration.
-    :meth:`send_audio` is the satellite's microphone.
+    :meth:`send_audio` is the satellite's microphone. Like :class:`VoiceBus`, it delivers what a satellite
+    sends to its ``on_audio`` and ``on_control`` callbacks.
     """
 
     connected = False  # no broker
@@ -245,11 +246,9 @@ class LoopbackBus:
         self.outputs: list[tuple[str, bytes]] = []
         self.wakes: list[WakeEvent] = []
         self.controls: list[ControlMessage] = []
-        self._pipeline: Any = None
-
-    def bind(self, pipeline: Any) -> None:
-        """Deliver satellite messages to ``pipeline`` (VoiceService.start calls this)."""
-        self._pipeline = pipeline
+        self.on_audio: Callable[[str, bytes], None] = _ignore
+        self.on_control: Callable[[ControlMessage], None] = _ignore
+        self.on_status: Callable[[StatusMessage], None] = _ignore
 
     def start(self) -> None:
         return None
@@ -258,14 +257,12 @@ class LoopbackBus:
         return None
 
     def send_audio(self, room_id: str, pcm: bytes) -> None:
-        if self._pipeline is not None:
-            self._pipeline.handle_audio(room_id, pcm)
+        self.on_audio(room_id, pcm)
 
     def publish_output(self, room_id: str, pcm: bytes) -> int:
         self.outputs.append((room_id, pcm))
-        if self.auto_playback and self._pipeline is not None:
-            self._pipeline.handle_control(ControlMessage(room_id, ControlAction.COMMAND, "playback_done",
-                                                         "loopback"))
+        if self.auto_playback:
+            self.on_control(ControlMessage(room_id, ControlAction.COMMAND, "playback_done", "loopback"))
         return 1
 
     def publish_wake(self, msg: WakeEvent) -> bool:

@@ -41,11 +41,13 @@ from uuid import uuid4
 from assistant.clock import utcnow
 from assistant.config import VoiceSettings
 from assistant.errors import AssistantError, NotFoundError
+from assistant.voice import vad
 from assistant.voice.audio import SAMPLE_RATE, SAMPLE_WIDTH, duration_s
 from assistant.voice.engines import EngineError
 from assistant.voice.messages import ControlAction, ControlMessage, StatusMessage, WakeEvent
 from assistant.voice.rooms import RoomStore
 from assistant.voice.sessions import InvalidTransition, SessionEvent, SessionManager, SessionState
+from assistant.voice.whisper import playback_volume
 
 log = logging.getLogger("assistant.voice.pipeline")
 
@@ -86,8 +88,6 @@ class Engines:
     tts: Any  # TextToSpeech
     speakers: Any | None = None  # SpeakerRegistry; None: every speaker is unknown
     words: tuple[str, ...] = ()
-    wake_available: bool = True
-    speaker_available: bool = False
 
 
 def build_engines(settings: VoiceSettings, speakers: Any | None = None) -> Engines:
@@ -101,13 +101,11 @@ def build_engines(settings: VoiceSettings, speakers: Any | None = None) -> Engin
     words = tuple(probe.words)
     probe.close()
     create_vad(settings.vad)
-    speaker_available = False
     if speakers is not None:
         _ = speakers.embedder  # builds and validates the embedding model
-        speaker_available = True
     return Engines(wake=lambda room: create_wake_word(settings.wake_word, stream_id=room),
                    vad=lambda: create_vad(settings.vad), stt=create_stt(settings.stt), tts=create_tts(settings.tts),
-                   speakers=speakers, words=words, wake_available=True, speaker_available=speaker_available)
+                   speakers=speakers, words=words)
 
 
 # --- events ---------------------------------------------------------------------------------------------
@@ -129,7 +127,7 @@ class VoiceEvent:
         return f"+{self.t_s:6.2f}s {self.kind:<17} {detail}".rstrip()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **{k: v for k, v in self.__dict__.items()}}
+        return {"kind": self.kind, **self.__dict__}
 
 
 @dataclass(frozen=True)
@@ -291,13 +289,12 @@ class RoomWorker:
         self.mode = Mode.IDLE
         self.run: VoiceRun | None = None
         self.wake = pipeline.engines.wake(room_id)
-        from assistant.voice.vad import SpeechSegmenter
-
-        self.segmenter = SpeechSegmenter(pipeline.engines.vad(), pipeline.settings.vad)
+        self.segmenter = vad.SpeechSegmenter(pipeline.engines.vad(), pipeline.settings.vad)
         self.recent: deque[bytes] = deque()
         self.recent_bytes = 0
         self.conversation_id: str | None = None
         self.playback_done = threading.Event()
+        self.stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"voice-room-{room_id[:8]}", daemon=True)
         self._thread.start()
 
@@ -318,8 +315,6 @@ class RoomWorker:
         close = getattr(self.wake, "close", None)
         if close is not None:
             close()
-
-    stopping = False
 
     def _loop(self) -> None:
         while True:
@@ -408,8 +403,6 @@ class RoomWorker:
                 self._segment(event)
 
     def _segment(self, event: Any) -> None:
-        from assistant.voice import vad
-
         if isinstance(event, vad.SpeechStarted):
             if self.mode is Mode.FOLLOW_UP and not self._resume():
                 return
@@ -562,7 +555,6 @@ class VoicePipeline:
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._last_presence_check = 0.0
-        self._runs_by_room: dict[str, VoiceRun] = {}
         sessions.listeners.append(self._on_session_event)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -636,8 +628,6 @@ class VoicePipeline:
     def publish_control(self, message: ControlMessage) -> None:
         """Volume changes go out at most at the whisper-mode volume during quiet hours."""
         if self.whisper is not None and message.action is ControlAction.VOLUME and isinstance(message.value, int):
-            from assistant.voice.whisper import playback_volume
-
             volume = playback_volume(message.value, self.clock(), self.settings.whisper_mode)
             if volume != message.value:
                 message = ControlMessage(message.room_id, ControlAction.VOLUME, volume, message.origin, message.at)
@@ -673,7 +663,6 @@ class VoicePipeline:
     def new_run(self, room_id: str) -> VoiceRun:
         run = VoiceRun(room_id)
         self.runs.append(run)
-        self._runs_by_room[room_id] = run
         return run
 
     def emit(self, run: VoiceRun | None, cls: type[VoiceEvent], **fields: Any) -> VoiceEvent | None:
@@ -689,7 +678,8 @@ class VoicePipeline:
         return event
 
     def _on_session_event(self, event: SessionEvent) -> None:
-        run = self._runs_by_room.get(event.room_id)
+        worker = self._workers.get(event.room_id)
+        run = worker.run if worker is not None else None
         if run is not None and run.ended is None:
             self.emit(run, SessionChanged, session_id=event.session_id,
                       from_state=event.from_state.value if event.from_state else None,

@@ -148,20 +148,18 @@ class VoiceService:
             return self.pipeline
         speakers = getattr(self, "speakers", None)
         engines = engines or build_engines(self.settings, speakers)
-        self.wake_word_available = engines.wake_available
-        self.speaker_id_available = engines.speaker_available
+        self.wake_word_available = True  # built and run once above
+        self.speaker_id_available = engines.speakers is not None
         self.bridge = ChatBridge(chat) if respond is None else None
         if self.bridge is not None and self._loop is not None:
             self.bridge.bind_loop(self._loop)
-        pipeline = VoicePipeline(self.settings, rooms=self.rooms, sessions=self.sessions, bus=_LateBus(),
+        self.bus = bus or VoiceBus(self.settings.mqtt)
+        pipeline = VoicePipeline(self.settings, rooms=self.rooms, sessions=self.sessions, bus=self.bus,
                                  engines=engines, respond=respond or self.bridge,
                                  led=led if led is not None else create_privacy_led(self.settings.gpio),
                                  whisper=WhisperMode(self.settings.whisper_mode))
-        self.bus = bus or VoiceBus(self.settings.mqtt, on_audio=pipeline.handle_audio,
-                                   on_status=pipeline.handle_status, on_control=pipeline.handle_control)
-        pipeline.bus = self.bus
-        if hasattr(self.bus, "bind"):  # an in-process bus (LoopbackBus) delivers to the pipeline directly
-            self.bus.bind(pipeline)
+        self.bus.on_audio, self.bus.on_status, self.bus.on_control = (
+            pipeline.handle_audio, pipeline.handle_status, pipeline.handle_control)
         self.rooms.publisher = pipeline
         self.pipeline = pipeline
         pipeline.start()
@@ -198,21 +196,6 @@ class VoiceService:
     def check_stale(self) -> list[str]:
         """The periodic presence check (every ``[voice.rooms] stale_check_interval_secs``)."""
         return self.rooms.check_stale()
-
-
-class _LateBus:
-    """Stands in for the bus between the pipeline's and the bus's construction (each needs the other)."""
-
-    connected = False
-
-    def publish_output(self, room_id: str, pcm: bytes) -> int:
-        return 0
-
-    def publish_wake(self, msg: Any) -> bool:
-        return False
-
-    def publish_control(self, msg: Any) -> bool:
-        return False
 
 
 def build_voice(settings: Settings, db: Database, publisher: ControlPublisher | None = None,
