@@ -33,6 +33,7 @@ run: setup
 
 test: setup
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 lab: setup

@@ -175,7 +175,7 @@ def build_store(tmp: Path, base: np.ndarray, corpus: list[str], n: int, args: ar
     via = "add_many"
     if n <= args.store_max:
         with tqdm(total=n, desc=f"store.add_many {n:,}", unit="mem", unit_scale=True) as bar:
-            for start, picks, vectors in chunks(base, n, args.noise, args.seed):
+            for _start, picks, vectors in chunks(base, n, args.noise, args.seed):
                 for s in range(0, len(picks), 5000):
                     items = [NewMemory(content=corpus[p]) for p in picks[s:s + 5000]]
                     store.add_many(USER, items, embeddings=vectors[s:s + 5000])

@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 from uuid import UUID
 
 from assistant.agents.profiles import ProfileApplication, ProfileStore, apply_profiles

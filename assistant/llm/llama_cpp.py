@@ -59,7 +59,7 @@ def _instrument(llm: Any, counts: _Counts) -> None:
         tokens = list(tokens)
         counts.prompt = len(tokens)
         reused = 0
-        for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens):
+        for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens, strict=False):
             if a != b:
                 break
             reused += 1

@@ -49,17 +49,6 @@ class ChatBridge:
         self._own: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
-    def dropped(self) -> dict[tuple[str, str], int]:
-        """Messages dropped so far, by (topic kind, reason): the bus's (oversized, malformed, ...) and the
-        pipeline's (``input``/``status`` of an unknown room, a full room queue)."""
-        counts: dict[tuple[str, str], int] = {}
-        if self.bus is not None:
-            counts.update(getattr(self.bus, "dropped", {}))
-        if self.pipeline is not None:
-            for key, n in self.pipeline.dropped.items():
-                counts[key] = counts.get(key, 0) + n
-        return counts
-
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
@@ -173,6 +162,17 @@ class VoiceService:
         self._loop = loop
         if self.bridge is not None:
             self.bridge.bind_loop(loop)
+
+    def dropped(self) -> dict[tuple[str, str], int]:
+        """Messages dropped so far, by (topic kind, reason): the bus's (oversized, malformed, ...) and the
+        pipeline's (``input``/``status`` of an unknown room, a full room queue)."""
+        counts: dict[tuple[str, str], int] = {}
+        if self.bus is not None:
+            counts.update(getattr(self.bus, "dropped", {}))
+        if self.pipeline is not None:
+            for key, n in self.pipeline.dropped.items():
+                counts[key] = counts.get(key, 0) + n
+        return counts
 
     def stop(self) -> None:
         if self.bus is not None:

@@ -1,0 +1,103 @@
+"""Sections: server, security, inference, memory, tool calling, commands and agentic mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from assistant.config.base import DEFAULT_DATA_DIR, Section
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    data_dir: Path = DEFAULT_DATA_DIR
+    environment: str = "development"
+    openapi_enabled: bool = True
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=104_857_600)
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir.expanduser()
+
+
+class SecuritySettings(Section):
+    # key (or "sha256:<hex>" of a key) -> user id. Only hashes are kept in memory and on disk.
+    api_keys: dict[str, UUID] = Field(default_factory=dict)
+    rate_limit_enabled: bool = True
+    rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+
+
+class InferenceSettings(Section):
+    backend: str = "llama-cpp"
+    model: str = "qwen2.5-coder-0.5b-instruct"
+    model_path: Path | None = None  # a GGUF outside the data directory (llama-cpp only)
+    base_url: str | None = None  # ollama / openai backends
+    api_key: str | None = None  # openai backend
+    threads: int = Field(2, ge=1, le=256)
+    context_length: int = Field(4096, ge=256, le=131_072)
+    max_tokens: int = Field(512, ge=1, le=131_072)
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    system_prompt: str = "You are a helpful, concise personal assistant running locally."
+    request_timeout_secs: float = Field(120.0, gt=0, le=3600)
+    queue_timeout_secs: float = Field(300.0, gt=0, le=3600)
+    health_cache_secs: float = Field(5.0, ge=0, le=3600)
+    prompt_cache_mb: int = Field(256, ge=0, le=65_536)
+    history_messages: int = Field(20, ge=0, le=1000)
+
+
+# --- memory, tools, agents -----------------------------------------------------------------------
+
+
+class MemorySettings(Section):
+    enabled: bool = True
+    enable_rag: bool = True
+    enable_learning: bool = True
+    rag_limit: int = Field(5, ge=1, le=100)
+    rag_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
+    min_importance: float = Field(0.1, ge=0.0, le=1.0)
+    decay_factor: float = Field(0.95, gt=0.0, le=1.0)
+    enable_encryption: bool = True
+    encryption_key_path: Path = Path("memory.key")  # relative paths live in the data directory
+    embedding_backend: str = "sentence-transformers"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dimension: int = Field(384, ge=1, le=8192)
+    embedding_timeout_ms: int = Field(30_000, ge=1)
+    ebbinghaus_base_stability: float = Field(1.0, gt=0.0)
+    recall_bonus: float = Field(1.5, ge=0.0)
+
+
+class ToolCallingSettings(Section):
+    enabled: bool = True
+    max_iterations: int = Field(5, ge=1, le=100)
+    iteration_timeout_secs: float = Field(30, gt=0, le=3600)
+    total_timeout_secs: float = Field(120, gt=0, le=86_400)
+    parallel_tool_execution: bool = True
+    require_approval_for: list[str] = Field(default_factory=list)
+    # Which tools a chat message is offered (see assistant/tools/selection.py): "auto" offers the
+    # tools the message is about (none: the plain chat flow), "all" every registered tool.
+    selection: Literal["auto", "all"] = "auto"
+    selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
+    max_offered_tools: int = Field(5, ge=1, le=100)
+
+
+class CommandsSettings(Section):
+    """The shell-command catalog: how an execution is bounded."""
+
+    execution_timeout_secs: float = Field(30, gt=0, le=3600)
+    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
+    seed_defaults: bool = True  # create the default entries on first start
+    default_location: str | None = None  # the weather/briefing place when args.location is omitted
+
+
+class AgenticSettings(Section):
+    enabled: bool = True
+    max_concurrent_sub_agents: int = Field(3, ge=1, le=64)
+    max_sub_agents_per_task: int = Field(5, ge=1, le=64)
+    total_timeout_minutes: float = Field(10, gt=0, le=1440)
+    sub_agent_timeout_minutes: float = Field(5, gt=0, le=1440)

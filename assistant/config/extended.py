@@ -1,0 +1,83 @@
+"""The messaging webhook and the extended-feature sections."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from assistant.config.base import Section
+
+
+class MessengerSettings(Section):
+    enabled: bool = False
+    platform: str = "messenger"
+    verify_token: str | None = None
+    app_secret: str | None = None
+    access_token: str | None = None
+    signature_required: bool = True
+    api_base_url: str = "http://127.0.0.1:8090"
+    allowed_senders: dict[str, UUID] = Field(default_factory=dict)  # platform sender id -> user id
+
+
+class PrivacySettings(Section):
+    epsilon: float = Field(1.0, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    budget_reset_interval: Literal["hourly", "daily", "weekly", "monthly"] = "daily"
+
+
+class CognitiveLoadSettings(Section):
+    circadian_weight: float = Field(0.3, ge=0.0, le=1.0)
+    duration_weight: float = Field(0.25, ge=0.0, le=1.0)
+    latency_weight: float = Field(0.2, ge=0.0, le=1.0)
+    complexity_weight: float = Field(0.15, ge=0.0, le=1.0)
+    multitask_weight: float = Field(0.1, ge=0.0, le=1.0)
+    fatigue_onset_minutes: int = Field(30, ge=1)
+    bullet_points_threshold: float = Field(0.4, ge=0.0, le=1.0)  # BulletPoints at load >= 0.4
+    tldr_first_threshold: float = Field(0.7, ge=0.0, le=1.0)  # TlDrFirst at load >= 0.7
+
+
+class PrecacheSettings(Section):
+    min_probability: float = Field(0.7, ge=0.0, le=1.0)
+    check_interval_minutes: int = Field(15, ge=1)
+    max_precached_queries: int = Field(20, ge=0)
+    thermal_pause_celsius: float = 65.0
+
+
+class KnowledgeVisualizationSettings(Section):
+    max_nodes: int = Field(5000, ge=1)
+    min_retention_threshold: float = Field(0.1, ge=0.0, le=1.0)
+
+
+class SovereignIntelligenceSettings(Section):
+    signal_bus_capacity: int = Field(1024, ge=1)
+    signal_retention_days: int = Field(90, ge=1)
+
+
+class RedTeamSettings(Section):
+    enabled: bool = False
+    max_attacks_per_run: int = Field(100, ge=1)
+
+
+class LoraSettings(Section):
+    enabled: bool = False
+    learning_rate: float = Field(0.0001, gt=0)
+    rank: int = Field(8, ge=1)
+    min_samples: int = Field(50, ge=1)
+
+
+class OptimizationSettings(Section):
+    enabled: bool = False
+    max_iterations: int = Field(50, ge=1)
+    exploration_weight: float = Field(1.0, ge=0)
+
+
+class PqcSettings(Section):
+    enabled: bool = False
+    hybrid_mode: bool = True
+
+
+class HomomorphicSettings(Section):
+    enabled: bool = False
+    security_level: Literal[128, 192, 256] = 128

@@ -1,0 +1,66 @@
+"""Dream mode and sanitation sections."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from assistant.config.base import Section
+
+
+class NremSettings(Section):
+    enabled: bool = True
+    merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
+    archive_consolidated: bool = True
+    max_edge_reviews_per_cycle: int = Field(20, ge=0)
+    edge_prune_threshold: float = Field(0.2, ge=0.0, le=1.0)
+    decay_rate: float = Field(0.95, gt=0.0, le=1.0)
+
+
+class RemSettings(Section):
+    enabled: bool = True
+    pattern_window_days: int = Field(7, ge=1)
+    hypothesis_confidence_threshold: float = Field(0.3, ge=0.0, le=1.0)
+    max_node_merges_per_cycle: int = Field(10, ge=0)
+    proactive_surfacing: bool = True
+    surfacing_similarity_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    surfacing_confidence_threshold: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class JournalSettings(Section):
+    enabled: bool = True
+    store_before_after_snapshots: bool = True
+    retention_days: int = Field(90, ge=1)
+
+
+class DreamSettings(Section):
+    enabled: bool = True
+    schedule: str = "0 0 0 * * *"  # 6-field cron (seconds first): midnight daily
+    idle_threshold_secs: int = Field(7200, ge=0)
+    re_idle_secs: int = Field(1800, ge=0)
+    max_cycles: int = Field(5, ge=1, le=100)
+    max_duration_hours: float = Field(6, gt=0, le=48)
+    hypothesis_ttl_days: int = Field(30, ge=1)
+    nrem: NremSettings = Field(default_factory=NremSettings)
+    rem: RemSettings = Field(default_factory=RemSettings)
+    journal: JournalSettings = Field(default_factory=JournalSettings)
+
+    @field_validator("schedule")
+    @classmethod
+    def _six_fields(cls, value: str) -> str:
+        if len(value.split()) != 6:
+            raise ValueError("must be a 6-field cron expression (sec min hour day month weekday)")
+        return value
+
+
+class SanitationSettings(Section):
+    enabled: bool = True
+    quarantine_ttl_days: int = Field(7, ge=1, le=30)
+    memory_batch_size: int = Field(10, ge=5, le=50)
+    max_restart_count: int = Field(4, ge=0)
+    restart_backoff_base_secs: float = Field(30, ge=0)
+    anomaly_window_secs: int = Field(300, ge=1)
+    latency_spike_multiplier: float = Field(2.0, gt=0)
+    error_rate_threshold: float = Field(0.05, ge=0.0, le=1.0)
+    quality_re_ask_weight: float = Field(0.4, ge=0.0, le=1.0)
+    quality_correction_weight: float = Field(0.4, ge=0.0, le=1.0)
+    quality_abandonment_weight: float = Field(0.2, ge=0.0, le=1.0)

