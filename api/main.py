@@ -59,7 +59,13 @@ Every response carries `X-Request-Id` (a UUID; a valid incoming one is kept).
 message goes through the tool loop: the model may call tools (up to `max_iterations` turns, with
 `iteration_timeout_secs` and `total_timeout_secs`) before its final answer, which alone is
 streamed. A message starting with `/` is a command and never calls tools; `enabled_tools: []`
-turns tools off for one request; an unknown name in `enabled_tools` is 422 naming it. A tool's
+turns tools off for one request; an unknown name in `enabled_tools` is 422 naming it. Omitted or
+null `enabled_tools` offers every registered tool (`[tool_calling] selection = "all"`, the
+default); with `selection = "auto"` the message is offered only the tools it is about (MiniLM
+similarity of the message to each tool's description ≥ `selection_threshold`, or a trigger word
+such as "weather" or "remind"; at most `max_offered_tools`), and a message about none is answered
+without tools, which keeps a small model's prompt short. A profile whose skills name tools
+restricts an omitted `enabled_tools` to those tools. A tool's
 failure is told to the model, never an error response. Each capability is configured in its own
 settings section (`[weather]`, `[web_search]`, `[calendar]`, `[tasks]`, `[contacts]`,
 `[reminders]`, `[transit]`, `[code_execution]`, `[email]`, plus `[memory]`); `GET /v1/tools`

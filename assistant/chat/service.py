@@ -16,7 +16,8 @@ autonomy; other profiles add one line each) is appended to the system prompt (th
 ``system_prompt`` or the configured one), never replacing it. Generation options: a request value
 wins over the primary profile's override, which wins over its verbosity's max_tokens hint, which
 wins over the configuration. Tools: the request's ``enabled_tools`` when given; otherwise, when
-some of the primary profile's skills name registered tools, only those tools; otherwise all.
+some of the primary profile's skills name registered tools, only those tools; otherwise all —
+narrowed to the ones the message is about only with ``[tool_calling] selection = "auto"``.
 A request resolves its profiles once (:meth:`ChatService.resolve_profiles`, one store query) into
 one :class:`ProfileApplication` that validation, the prompt, the options and the tools all read.
 """
@@ -144,8 +145,8 @@ class ChatService:
                       query_vector: Any = None) -> tuple[str, ...] | None:
         """The tools this message is offered, or None for the plain chat flow. Named tools
         (``enabled_tools``) are offered as asked; otherwise those of the primary profile's skills or
-        all registered, narrowed to the ones the message is about unless ``selection = "all"``
-        (:mod:`assistant.tools.selection`)."""
+        all registered (``selection = "all"``, the default), or with ``selection = "auto"`` only the
+        ones the message is about (:mod:`assistant.tools.selection`)."""
         if not self.uses_tools(request):
             return None
         if request.enabled_tools is not None:

@@ -79,9 +79,11 @@ class ToolCallingSettings(Section):
     total_timeout_secs: float = Field(120, gt=0, le=86_400)
     parallel_tool_execution: bool = True
     require_approval_for: list[str] = Field(default_factory=list)
-    # Which tools a chat message is offered (see assistant/tools/selection.py): "auto" offers the
-    # tools the message is about (none: the plain chat flow), "all" every registered tool.
-    selection: Literal["auto", "all"] = "auto"
+    # Which tools a chat message that names none (no enabled_tools) is offered: "all" every
+    # registered tool (the spec: omitted enabled_tools means all), "auto" only the tools the
+    # message is about, at most max_offered_tools (none: the plain chat flow; see
+    # assistant/tools/selection.py).
+    selection: Literal["all", "auto"] = "all"
     selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
     max_offered_tools: int = Field(5, ge=1, le=100)
 
