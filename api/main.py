@@ -71,6 +71,14 @@ settings section (`[weather]`, `[web_search]`, `[calendar]`, `[tasks]`, `[contac
 `[reminders]`, `[transit]`, `[code_execution]`, `[email]`, plus `[memory]`); `GET /v1/tools`
 lists only the tools of configured capabilities. Tool runs (arguments, result, duration) are
 returned with the answer and listed by `GET /v1/tools/runs`.
+
+**Memory in chat.** With `[memory] enable_rag` a chat message gets the caller's memories whose
+retrieval similarity is at least `rag_threshold` (0.5), the `rag_limit` (5) most relevant of them.
+What the threshold reads is `rag_threshold_mode`: `"fused"` (the default) is hybrid search's score,
+0.6 × cosine + 0.4 × BM25 keyword score (normalised to the best match), so a memory that shares the
+message's words counts even when a small embedding model puts it at cosine 0.4; `"cosine"` is the
+embedding cosine alone (the spec's reading), the candidates then come from dense search and
+relevance uses that cosine.
 """
 
 

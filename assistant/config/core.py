@@ -59,6 +59,10 @@ class MemorySettings(Section):
     enable_learning: bool = True
     rag_limit: int = Field(5, ge=1, le=100)
     rag_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # What rag_threshold is compared with (assistant/memory/scoring.py RAG_SEARCH_MODE): "fused",
+    # the hybrid score 0.6 x cosine + 0.4 x BM25 (the default: MiniLM puts a question and its answer
+    # at cosine 0.4-0.45), or "cosine", the dense similarity alone (the spec's reading).
+    rag_threshold_mode: Literal["fused", "cosine"] = "fused"
     merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
     min_importance: float = Field(0.1, ge=0.0, le=1.0)
     decay_factor: float = Field(0.95, gt=0.0, le=1.0)
