@@ -8,7 +8,8 @@ request with A's id. The owner rules (docs/security.md) say what must come back:
   profiles, tool runs, catalog executions and approvals): B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
 - catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
-  (B gets 403 `FORBIDDEN`);
+  (B gets 403 `FORBIDDEN`); deciding an approval and reading the catalog's audit log (every user's runs)
+  need an admin key too (403);
 - an admin key sees every user's executions, approvals and rooms.
 
 After each row A's resource is checked to be unchanged. Every resource is made with a marker text so a
@@ -225,8 +226,11 @@ TABLE: list[Row] = [
     *rows("execution", ("b", "GET", f"{CATALOG}/executions/{{id}}"), ("b", "GET", f"{CATALOG}/executions", None, 200),
           ("admin", "GET", f"{CATALOG}/executions/{{id}}", None, 200, PRESENT),
           ("admin", "GET", f"{CATALOG}/executions", None, 200, PRESENT)),
-    *rows("approval", ("b", "GET", "/v1/approvals/{id}"), ("b", "POST", "/v1/approvals/{id}/approve"),
-          ("b", "POST", "/v1/approvals/{id}/deny", {"reason": "mine now"}), ("b", "GET", "/v1/approvals", None, 200),
+    *rows("execution", ("b", "GET", f"{CATALOG}/audit", None, 403)),  # every user's runs: an admin view
+    # deciding needs an admin key (other than the requester's): a user key is refused before any lookup
+    *rows("approval", ("b", "GET", "/v1/approvals/{id}"), ("b", "POST", "/v1/approvals/{id}/approve", None, 403),
+          ("b", "POST", "/v1/approvals/{id}/deny", {"reason": "mine now"}, 403),
+          ("b", "GET", "/v1/approvals", None, 200),
           ("b", "GET", "/v1/approvals?status=pending", None, 200),
           ("admin", "GET", "/v1/approvals/{id}", None, 200, PRESENT),
           ("admin", "GET", "/v1/approvals", None, 200, PRESENT)),
