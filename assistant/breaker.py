@@ -31,9 +31,18 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from assistant.errors import ServiceUnavailableError
+from assistant.errors import AssistantError, ServiceUnavailableError
 
 T = TypeVar("T")
+UNEXPECTED = "an unexpected error (details in the server log)"
+
+
+def public_description(error: BaseException) -> str:
+    """What a client may read about a failure: an AssistantError's message (written for clients);
+    for anything else (a crash, whose text may carry internals) only that it happened."""
+    if isinstance(error, AssistantError):
+        return error.message
+    return UNEXPECTED
 
 
 class CircuitState(StrEnum):
@@ -118,10 +127,13 @@ class CircuitBreaker:
             self._failures = 0
             self._trial_running = False
 
-    def record_failure(self, error: BaseException | str | None = None) -> None:
+    def record_failure(self, error: BaseException | str | None = None,
+                       describe: Callable[[BaseException], str] = public_description) -> None:
+        """Count a failure; ``error`` is kept for the refusal's message as ``describe`` puts it
+        (by default never the text of an unexpected exception: it goes to clients)."""
         with self._lock:
             if error is not None:
-                self.last_error = str(error)[:300] or type(error).__name__
+                self.last_error = (error if isinstance(error, str) else describe(error))[:300]
             state = self._current()
             self._failures += 1
             if state is CircuitState.HALF_OPEN or self._failures >= self.failure_threshold:
@@ -138,7 +150,8 @@ class CircuitBreaker:
             self._trial_running = False
 
     def call(self, func: Callable[..., T], *args: Any,
-             is_failure: Callable[[BaseException], bool] = lambda exc: True, **kwargs: Any) -> T:
+             is_failure: Callable[[BaseException], bool] = lambda exc: True,
+             describe: Callable[[BaseException], str] = public_description, **kwargs: Any) -> T:
         """``func(*args, **kwargs)`` through the breaker; an exception for which ``is_failure`` is
         true counts against the backend, any other is the caller's and re-raised as is."""
         self.before_call()
@@ -146,7 +159,7 @@ class CircuitBreaker:
             value = func(*args, **kwargs)
         except BaseException as exc:
             if isinstance(exc, Exception) and is_failure(exc):
-                self.record_failure(exc)
+                self.record_failure(exc, describe)
             else:
                 self.release_trial()
             raise

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from assistant.breaker import Breakers, CircuitBreaker, CircuitOpenError
+from assistant.breaker import Breakers, CircuitBreaker, CircuitOpenError, public_description
 from assistant.errors import AssistantError, ServiceUnavailableError
 from assistant.messaging.sender import MessageSendError, Recipient, SentMessage
 from assistant.tools.base import Tool, ToolContext, ToolError, ToolRegistry
@@ -72,11 +72,16 @@ def is_backend_failure(exc: BaseException) -> bool:
     return True
 
 
+def describe_tool_failure(exc: BaseException) -> str:
+    """A ToolError's text is written for the model (and the user); anything else stays in the log."""
+    return str(exc) if isinstance(exc, ToolError) else public_description(exc)
+
+
 def guard_tool(tool: Tool, breaker: CircuitBreaker) -> Tool:
     func = tool.func
 
     def guarded(ctx: ToolContext, **arguments: Any) -> Any:
-        return breaker.call(func, ctx, is_failure=is_backend_failure, **arguments)
+        return breaker.call(func, ctx, is_failure=is_backend_failure, describe=describe_tool_failure, **arguments)
 
     guarded.__wrapped__ = func  # type: ignore[attr-defined]
     guarded.__doc__ = func.__doc__
@@ -98,7 +103,9 @@ class GuardedSender:
     def send_text(self, recipient: Recipient, text: str, *, tag: str | None = None) -> SentMessage:
         try:
             return self.breaker.call(self.inner.send_text, recipient, text, tag=tag,
-                                     is_failure=lambda exc: isinstance(exc, MessageSendError | OSError))
+                                     is_failure=lambda exc: isinstance(exc, MessageSendError | OSError),
+                                     describe=lambda exc: str(exc) if isinstance(exc, MessageSendError)
+                                     else public_description(exc))
         except CircuitOpenError as exc:
             raise MessageSendError(exc.message) from None
 

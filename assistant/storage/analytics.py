@@ -92,7 +92,10 @@ class Analytics:
         with self._pending_lock:
             rows, self._pending = self._pending, []
         if rows and not self._closed_conn:
-            self._conn.execute(_INSERT, [list(column) for column in zip(*rows, strict=True)])
+            try:
+                self._conn.execute(_INSERT, [list(column) for column in zip(*rows, strict=True)])
+            except duckdb.Error as exc:  # a full disk: latency samples are dropped, requests go on
+                log.warning("dropped %d analytics rows: %s", len(rows), exc)
 
     def percentiles(self, kind: str = "request", since: datetime | None = None) -> Percentiles:
         with self._lock:

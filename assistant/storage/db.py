@@ -15,9 +15,24 @@ from typing import Any
 
 import apsw
 
-from assistant.errors import StorageError
+from assistant.errors import ServiceUnavailableError, StorageError
 
 Params = Sequence[Any] | dict[str, Any]
+
+
+class StorageFullError(ServiceUnavailableError):
+    """The disk (or the database's size limit) is full: the statement was rolled back, nothing of it
+    was stored. 503: it works again once space is freed."""
+
+
+@contextmanager
+def _full_disk(path: Path | None) -> Iterator[None]:
+    try:
+        yield
+    except apsw.FullError:
+        where = f" ({path.parent})" if path is not None else ""
+        raise StorageFullError(f"the disk holding the database is full{where}: the change was not stored; "
+                               "free some space and try again") from None
 
 
 class Database:
@@ -55,15 +70,15 @@ class Database:
     # --- queries ---------------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Params = ()) -> None:
-        with self._lock:
+        with _full_disk(self.path), self._lock:
             self._conn.execute(sql, params)
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
-        with self._lock, self._conn:
+        with self.transaction():
             self._conn.executemany(sql, rows)
 
     def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
-        with self._lock:
+        with _full_disk(self.path), self._lock:
             cursor = self._conn.execute(sql, params)
             try:
                 names = [d[0] for d in cursor.get_description()]
@@ -83,9 +98,21 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
-        """All statements inside run atomically; an exception rolls them back."""
-        with self._lock, self._conn:
-            yield self
+        """All statements inside run atomically; an exception rolls them back (a full disk is
+        :class:`StorageFullError`, 503)."""
+        with _full_disk(self.path), self._lock:
+            full: BaseException | None = None
+            try:
+                with self._conn:
+                    try:
+                        yield self
+                    except (apsw.FullError, StorageFullError) as exc:
+                        full = exc
+                        raise
+            except apsw.SQLError:
+                if full is None:
+                    raise
+                raise full from None  # SQLite already rolled the transaction back itself
 
     def executescript(self, sql: str) -> None:
         with self._lock:

@@ -56,7 +56,17 @@ def test_open_refuses_at_once_without_calling() -> None:
     assert isinstance(caught.value, ServiceUnavailableError)  # 503 SERVICE_UNAVAILABLE in the API
     assert caught.value.retry_after == 20
     assert caught.value.details == {"backend": "weather", "retry_after": 20}
-    assert "connection refused" in caught.value.message
+    assert "connection refused" not in caught.value.message  # a crash's text stays in the log
+    assert "unexpected error" in caught.value.message
+
+
+def test_an_assistant_errors_message_is_kept_for_the_refusal() -> None:
+    from assistant.errors import UpstreamError
+
+    breaker = CircuitBreaker("engine", failure_threshold=1, clock=Clock())
+    breaker.record_failure(UpstreamError("ollama: model not found"))
+    with pytest.raises(CircuitOpenError, match="last error: ollama: model not found"):
+        breaker.before_call()
 
 
 def test_half_open_after_the_cool_down_then_closed_on_success() -> None:

@@ -141,3 +141,28 @@ def test_parent_directories_are_created(tmp_path: Path) -> None:
         assert (tmp_path / "a" / "b" / "c.db").is_file()
     finally:
         nested.close()
+
+
+def test_a_full_database_is_a_503_and_keeps_what_it_had(tmp_path) -> None:  # noqa: ANN001
+    """SQLITE_FULL (a full disk; here the page limit) rolls the statement back and says so."""
+    import pytest
+
+    from assistant.errors import ServiceUnavailableError
+    from assistant.storage.db import Database, StorageFullError
+
+    db = Database(tmp_path / "full.db", load_vec=False, migrate=False)
+    try:
+        db.execute("CREATE TABLE t (v TEXT)")
+        db.execute("INSERT INTO t VALUES ('kept')")
+        db.execute(f"PRAGMA max_page_count = {db.scalar('PRAGMA page_count') + 2}")
+        with pytest.raises(StorageFullError, match="full") as caught:
+            with db.transaction():
+                for _ in range(100):
+                    db.execute("INSERT INTO t VALUES (?)", ("x" * 4000,))
+        assert isinstance(caught.value, ServiceUnavailableError)
+        assert db.query("SELECT v FROM t") == [{"v": "kept"}]  # the whole transaction rolled back
+        with pytest.raises(StorageFullError):
+            db.executemany("INSERT INTO t VALUES (?)", [("y" * 4000,)] * 100)
+        assert db.scalar("SELECT count(*) FROM t") == 1
+    finally:
+        db.close()
