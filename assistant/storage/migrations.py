@@ -435,3 +435,11 @@ def m012_voice_speakers(db: Database) -> None:
         CREATE INDEX voice_embeddings_speaker ON voice_embeddings(speaker_id, created_at);
         """
     )
+
+
+@migration
+def m016_memory_low_since(db: Database) -> None:
+    """Decay clean-up (assistant/memory/decay.py): since when a memory's importance has been at or
+    below memory.min_importance (epoch seconds; NULL while above). Existing memories start with
+    NULL: their clock starts at the next decay run."""
+    db.execute("ALTER TABLE memory_scores ADD COLUMN low_since REAL")
