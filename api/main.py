@@ -36,8 +36,16 @@ A self-hosted personal assistant: chat with a local model, with memory, tools an
 **Authentication.** Protected routes need `Authorization: Bearer <API key>` (`X-API-Key: <API key>`
 is accepted too). Keys map to user ids; only SHA-256 hashes of keys are stored. The key is checked
 before the body is read, so an unauthenticated request is 401 whatever its body. Missing or invalid key: 401 `UNAUTHORIZED`.
-A key created with `assistant keys create --read-only` may only use GET/HEAD/OPTIONS; any other
-method with it is 403 `FORBIDDEN`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
+Every key has a role. `read-only` (`assistant keys create --role read-only`, or `--read-only`) may
+only use GET/HEAD/OPTIONS; any other method with it is 403 `FORBIDDEN`. `user` (the default) uses
+its own user's data. `admin` may also create and delete command-catalog entries and approve or
+deny approval requests: these answer 403 `FORBIDDEN` with `details.required_role: "admin"` to any
+other role, and an approval is decided by an admin other than its requester (403 otherwise).
+A user's resources belong to the user of the key that created them (command-catalog entries are
+shared by all): another user's resource is 404 `NOT_FOUND` and is not listed (admins see every user's catalog executions and approval requests,
+since they decide them). Keys in the config file's `security.api_keys` are `user` keys when written
+`"<key>" = "<user uuid>"`, and have the named role when written
+`"<key>" = { user_id = "<user uuid>", role = "admin" }`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
 `/metrics/prometheus` (and these docs).
 
 **Errors** always use the envelope `{"error": {code, message, details?, request_id}}`.

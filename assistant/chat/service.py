@@ -5,7 +5,8 @@
 
 With tool calling enabled and tools registered, a free-form message goes through the tool loop
 (:mod:`assistant.chat.tool_loop`): the final answer still streams as ``message`` deltas, and what the
-tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. A message that
+tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. Calls that need
+approval become approval requests of the chat's user (:mod:`assistant.chat.approvals`). A message that
 starts with ``/`` is a command, not a question, and never reaches a tool; ``enabled_tools: []``
 turns tools off for one request.
 
@@ -30,9 +31,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from assistant.agents.profiles import ProfileApplication, ProfileStore
+from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
 from assistant.chat.tool_runs import ToolRun, ToolRunStore
@@ -113,7 +115,9 @@ class ChatService:
         toolbox: Toolbox | None = None,
         tool_settings: ToolCallingSettings | None = None,
         tool_runs: ToolRunStore | None = None,
+        approvals: ToolApprovals | None = None,
     ):
+        self.approvals = approvals
         self.memory = memory
         self.memory_settings = memory_settings or MemorySettings()
         self.toolbox = toolbox
@@ -240,9 +244,12 @@ class ChatService:
         finished: Finished | None = None
         loop_result: LoopResult | None = None
         ok = False
+        # Known before the run, so that tool-call approval requests can name the reply and its conversation.
+        conversation_id, reply_id = request.conversation_id or str(uuid4()), str(uuid4())
         try:
             if use_tools:
-                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings)
+                gate = self.approvals.gate(user_id, conversation_id, reply_id) if self.approvals is not None else None
+                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, enabled):
                     if event.type is LoopEventType.MESSAGE_DELTA:
@@ -275,7 +282,8 @@ class ChatService:
         reply = "".join(parts)
         conversation_id, message_id, created_at = self.conversations.record_exchange(
             user_id=user_id,
-            conversation_id=request.conversation_id,
+            conversation_id=conversation_id,
+            reply_id=reply_id,
             user_message=request.message,
             reply=reply,
             model=finished.model,

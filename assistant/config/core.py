@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 
 from assistant.config.base import DEFAULT_DATA_DIR, Section
 
@@ -25,11 +25,50 @@ class ServerSettings(Section):
         return self.data_dir.expanduser()
 
 
+KeyRole = Literal["admin", "user", "read-only"]
+KEY_ROLES: tuple[str, ...] = get_args(KeyRole)
+
+
+class ConfiguredKey(Section):
+    """An API key of the config file: its user and role."""
+
+    user_id: UUID
+    role: KeyRole = "user"
+
+
 class SecuritySettings(Section):
-    # key (or "sha256:<hex>" of a key) -> user id. Only hashes are kept in memory and on disk.
-    api_keys: dict[str, UUID] = Field(default_factory=dict)
+    # key (or "sha256:<hex>" of a key) -> its user: `"<key>" = "<user uuid>"` (role user), or
+    # `"<key>" = { user_id = "<user uuid>", role = "admin" }`. Only hashes are kept in memory and on disk.
+    api_keys: dict[str, ConfiguredKey] = Field(default_factory=dict)
     rate_limit_enabled: bool = True
     rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _key_forms(cls, value: Any) -> Any:
+        """Both forms to :class:`ConfiguredKey`, with errors that name the key by its first
+        characters only (the file's keys are secrets: a start-up error must not print one)."""
+        if not isinstance(value, dict):
+            return value
+        keys = {}
+        for key, entry in value.items():
+            shown = f"{str(key)[:6]}…" if len(str(key)) > 6 else str(key)
+            if isinstance(entry, str | UUID):
+                entry = {"user_id": entry}
+            if isinstance(entry, ConfiguredKey):
+                keys[key] = entry
+                continue
+            if not isinstance(entry, dict):
+                raise ValueError(f"the key {shown!r} must map to a user id or to {{ user_id = \"…\", role = \"…\" }}")
+            role = entry.get("role", "user")
+            if role not in KEY_ROLES:
+                raise ValueError(f"the key {shown!r} has role {role!r}: the role must be one of {', '.join(KEY_ROLES)}")
+            try:
+                keys[key] = ConfiguredKey.model_validate(entry)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"the key {shown!r}: {problems}") from None
+        return keys
 
 
 class InferenceSettings(Section):
