@@ -49,8 +49,9 @@ def make_settings(tmp_path: Path, clean_env: None) -> Callable[..., Settings]:
             "server": {"data_dir": str(tmp_path / "data")},
             "inference": {"backend": "scripted"},
             "memory": {"embedding_backend": "hashing"},  # deterministic and instant; MiniLM in integration
-            # Every registered tool on every message, so the scripted model's calls always reach the
-            # loop; the "auto" selection has its own tests (tests/assistant/tools/test_selection.py).
+            # Every registered tool on every message (the default, stated here so the scripted
+            # model's calls always reach the loop whatever the default); the "auto" selection has its
+            # own tests (tests/assistant/tools/test_selection.py).
             "tool_calling": {"selection": "all"},
         }
         return Settings.load(**_merge(base, sections))

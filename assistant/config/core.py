@@ -98,6 +98,10 @@ class MemorySettings(Section):
     enable_learning: bool = True
     rag_limit: int = Field(5, ge=1, le=100)
     rag_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # What rag_threshold is compared with (assistant/memory/scoring.py RAG_SEARCH_MODE): "fused",
+    # the hybrid score 0.6 x cosine + 0.4 x BM25 (the default: MiniLM puts a question and its answer
+    # at cosine 0.4-0.45), or "cosine", the dense similarity alone (the spec's reading).
+    rag_threshold_mode: Literal["fused", "cosine"] = "fused"
     merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
     min_importance: float = Field(0.1, ge=0.0, le=1.0)
     decay_factor: float = Field(0.95, gt=0.0, le=1.0)
@@ -118,9 +122,11 @@ class ToolCallingSettings(Section):
     total_timeout_secs: float = Field(120, gt=0, le=86_400)
     parallel_tool_execution: bool = True
     require_approval_for: list[str] = Field(default_factory=list)
-    # Which tools a chat message is offered (see assistant/tools/selection.py): "auto" offers the
-    # tools the message is about (none: the plain chat flow), "all" every registered tool.
-    selection: Literal["auto", "all"] = "auto"
+    # Which tools a chat message that names none (no enabled_tools) is offered: "all" every
+    # registered tool (the spec: omitted enabled_tools means all), "auto" only the tools the
+    # message is about, at most max_offered_tools (none: the plain chat flow; see
+    # assistant/tools/selection.py).
+    selection: Literal["all", "auto"] = "all"
     selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
     max_offered_tools: int = Field(5, ge=1, le=100)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from uuid import uuid4
 
 if TYPE_CHECKING:
     from assistant.storage.db import Database
@@ -505,5 +506,38 @@ def m013_roles_and_approvals(db: Database) -> None:
         CREATE INDEX command_approvals_catalog ON command_approvals(catalog_id, status);
         CREATE INDEX command_approvals_requester ON command_approvals(requested_by, created_at);
         CREATE INDEX command_executions_user ON command_executions(user_id, executed_at);
+        """
+    )
+
+
+@migration
+def m015_voice_room_owner(db: Database) -> None:
+    """Rooms get an owner (the user of the key that created them; rooms that existed before belong to
+    the installation owner, ``meta.owner_user_id``, created here when rooms exist and no key made it yet).
+    Names become unique per owner ignoring case, so a taken name never reveals another user's room.
+    SQLite cannot change a column's UNIQUE constraint: the table is rebuilt."""
+    db.execute("INSERT OR IGNORE INTO meta (key, value) SELECT 'owner_user_id', ? "
+               "WHERE EXISTS (SELECT 1 FROM voice_rooms)", (str(uuid4()),))
+    db.executescript(
+        """
+        CREATE TABLE voice_rooms_new (
+            id TEXT PRIMARY KEY,
+            owner_user_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            is_online INTEGER NOT NULL DEFAULT 0,
+            volume INTEGER NOT NULL,
+            muted INTEGER NOT NULL DEFAULT 0,
+            last_seen TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (owner_user_id, name COLLATE NOCASE)
+        );
+        INSERT INTO voice_rooms_new (id, owner_user_id, name, is_online, volume, muted, last_seen, created_at,
+                                     updated_at)
+            SELECT id, (SELECT value FROM meta WHERE key = 'owner_user_id'), name, is_online, volume, muted,
+                   last_seen, created_at, updated_at
+            FROM voice_rooms;
+        DROP TABLE voice_rooms;
+        ALTER TABLE voice_rooms_new RENAME TO voice_rooms;
         """
     )

@@ -43,7 +43,7 @@ EXPECTED_COLUMNS = {
                           "created_at"],
     "command_audit": ["id", "action", "catalog_id", "approval_id", "execution_id", "user_id", "detail_sealed",
                       "at"],
-    "voice_rooms": ["id", "name", "is_online", "volume", "muted", "last_seen", "created_at", "updated_at"],
+    "voice_rooms": ["id", "owner_user_id", "name", "is_online", "volume", "muted", "last_seen", "created_at", "updated_at"],
 }
 
 
