@@ -254,7 +254,7 @@ def world(make_settings, make_services, make_client, model) -> World:
     assert services.voice is not None
     services.voice.speakers = SpeakerRegistry(SpeakerStore(services.db, services.sealer),
                                               services.settings.voice.speaker_id, FakeSpeakerEmbedder())
-    admin, _ = services.keys.create("admin")  # the installation owner's key: the admin
+    admin, _ = services.keys.create("admin", role="admin")  # the installation owner's admin key
     keys, a_user = {"admin": {"Authorization": f"Bearer {admin}"}}, ""
     for name in ("a", "b"):
         key, principal = services.keys.create(f"user-{name}", user_id=uuid4())
