@@ -4,8 +4,8 @@ audit log.
 Entries are server-wide: every key sees the same entries. Creating and deleting entries need an
 admin key (403 otherwise); executing needs a user or admin key (a read-only key may only use the
 GET routes). Executions belong to the user who asked for them: a user key sees its own (another
-user's execution is 404), an admin key sees all. The audit log (every user's runs and decisions)
-is for admin keys only. Every change and run is audited with the caller's user id.
+user's execution is 404), an admin key sees all; the same for the audit log's events. Every change
+and run is audited with the caller's user id.
 """
 
 from __future__ import annotations
@@ -96,10 +96,10 @@ def count_commands(user: CurrentPrincipal, services: ServicesDep, category: Cate
     return CatalogCount(count=catalog_of(services).entries.count(EntryFilter(category, risk_level, os)))
 
 
-@router.get("/audit", response_model=list[AuditEventOut],
-            responses={**error_responses(*AUTH_ERRORS, 422, 503), **ADMIN_ONLY}, summary="Audit log")
+@router.get("/audit", response_model=list[AuditEventOut], responses=error_responses(*AUTH_ERRORS, 422, 503),
+            summary="Audit log")
 def audit_log(
-    user: AdminPrincipal,
+    user: CurrentPrincipal,
     services: ServicesDep,
     limit: PageLimit = 100,
     offset: PageOffset = 0,
@@ -110,10 +110,11 @@ def audit_log(
     `execute`, `approval_requested`, `approved`, `denied`; `user_id` is the caller (null for the
     default entries the server created); `detail` says what happened (for `execute`: status, exit
     code, duration). Decisions on tool-call approvals are here too (no `catalog_id`). Details are
-    sealed at rest. Rows keep the ids of entries deleted later. **Admin key only** (it shows every
-    user's runs and decisions): any other role is 403 `FORBIDDEN`."""
+    sealed at rest. Rows keep the ids of entries deleted later. An admin key sees every user's
+    events; any other key only the events of its own user (its changes, runs and requests)."""
     events = catalog_of(services).audit.list(limit, offset, action=action,
-                                             catalog_id=str(catalog_id) if catalog_id else None)
+                                             catalog_id=str(catalog_id) if catalog_id else None,
+                                             user_id=user.owner_filter())
     return [AuditEventOut.of(e) for e in events]
 
 
