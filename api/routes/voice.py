@@ -34,7 +34,6 @@ from api.schemas.voice import (
     VoiceStatusOut,
 )
 from assistant.errors import AssistantError, ConfigError, NotFoundError, ServiceUnavailableError
-from assistant.security import Principal
 from assistant.services import Services
 from assistant.voice.audio import MAX_UPLOAD_SECONDS, decode_upload
 from assistant.voice.engines import EngineError
@@ -53,17 +52,10 @@ def voice(services: Services) -> VoiceService:
     return services.voice
 
 
-def room_owner(principal: Principal, services: Services) -> str | None:
-    """Whose rooms the caller may address: its own user's, or every room (None) for an admin key."""
-    if principal.user_id == services.keys.owner_user_id():  # the installation owner is the admin
-        return None
-    return str(principal.user_id)
-
-
 @router.get("/rooms", response_model=RoomList, responses=error_responses(*AUTH_ERRORS, 503))
 def list_rooms(principal: CurrentPrincipal, services: ServicesDep) -> RoomList:
     """The caller's rooms (an admin key: every room), oldest first (then by name)."""
-    rooms = voice(services).rooms.list(room_owner(principal, services))
+    rooms = voice(services).rooms.list(principal.owner_filter())
     return RoomList(rooms=[RoomOut.of(r) for r in rooms], total=len(rooms))
 
 
@@ -81,7 +73,7 @@ def get_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) 
     """One room with its presence: online while heartbeats arrive at least every
     `[voice.rooms] heartbeat_timeout_ms` (checked every `stale_check_interval_secs`). Another user's
     room is 404."""
-    return RoomOut.of(voice(services).rooms.get(str(room_id), room_owner(principal, services)))
+    return RoomOut.of(voice(services).rooms.get(str(room_id), principal.owner_filter()))
 
 
 @router.patch("/rooms/{room_id}", response_model=RoomOut,
@@ -93,14 +85,14 @@ def update_room(room_id: UUID, body: RoomUpdate, principal: CurrentPrincipal, se
     During whisper-mode quiet hours the satellite is sent at most `[voice.whisper_mode] quiet_volume`.
     Another user's room is 404 and nothing is sent."""
     return RoomOut.of(voice(services).rooms.update(str(room_id), volume=body.volume, muted=body.muted,
-                                                   owner=room_owner(principal, services)))
+                                                   owner=principal.owner_filter()))
 
 
 @router.delete("/rooms/{room_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
 def delete_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
     """Delete the room; its active session, if any, ends. Another user's room is 404."""
-    voice(services).delete_room(str(room_id), room_owner(principal, services))
+    voice(services).delete_room(str(room_id), principal.owner_filter())
     return Response(status_code=204)
 
 
@@ -112,7 +104,7 @@ def get_room_session(room_id: UUID, principal: CurrentPrincipal, services: Servi
     active session (a session whose follow-up window or maximum duration has passed is ended, hence
     not active)."""
     service = voice(services)
-    service.rooms.get(str(room_id), room_owner(principal, services))
+    service.rooms.get(str(room_id), principal.owner_filter())
     session = service.sessions.get_active_session(str(room_id))
     if session is None:
         raise NotFoundError(f"room {room_id} has no active voice session")
