@@ -19,6 +19,14 @@ class ServerSettings(Section):
     openapi_enabled: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     max_body_bytes: int = Field(1_048_576, ge=1024, le=104_857_600)
+    # /ready/all: probe results are reused for this long (for every client); each client IP may
+    # call it this many times per minute (its own limit, apart from security.rate_limit_rpm), 429 beyond.
+    readiness_cache_secs: float = Field(5.0, ge=0, le=3600)
+    readiness_rpm: int = Field(60, ge=1, le=1_000_000)
+    # circuit breakers (assistant/breaker.py): open after this many consecutive failures of a
+    # backend, try again (half-open) after the cool-down.
+    circuit_failure_threshold: int = Field(5, ge=1, le=1000)
+    circuit_reset_secs: float = Field(30.0, gt=0, le=3600)
 
     @property
     def resolved_data_dir(self) -> Path:
