@@ -56,6 +56,16 @@ def _open_services(settings: Settings):  # -> Services, imported lazily
         raise
 
 
+def uvicorn_options(settings: Settings) -> dict[str, object]:
+    """How ``serve`` runs uvicorn. Proxy headers (X-Forwarded-For/-Proto) are read only from the
+    proxies ``security.trusted_proxies`` lists; with none, they are off: uvicorn would otherwise
+    trust them from 127.0.0.1, so any local client could choose the IP its rate limit counts."""
+    server, trusted = settings.server, settings.security.trusted_proxies
+    return {"host": server.host, "port": server.port, "log_level": server.log_level,
+            "timeout_graceful_shutdown": 5, "proxy_headers": bool(trusted),
+            "forwarded_allow_ips": list(trusted) if trusted else None}
+
+
 @app.command()
 def serve(
     config: ConfigOpt = None,
@@ -93,8 +103,7 @@ def serve(
     typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
                f"(docs at /swagger-ui/); data in {settings.data_dir}")
     try:
-        uvicorn.run(create_app(services), host=server.host, port=server.port, log_level=server.log_level,
-                    timeout_graceful_shutdown=5)
+        uvicorn.run(create_app(services), **uvicorn_options(settings))
     finally:
         services.close()
 

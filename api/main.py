@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 import assistant
 from api import errors
-from api.middleware import Authenticate, RateLimit, RequestContext
+from api.middleware import Authenticate, MethodCheck, RateLimit, RequestContext
 from api.routes import (
     agent_profiles,
     agentic,
@@ -93,7 +93,8 @@ def create_app(services: Services) -> FastAPI:
         app.include_router(router)
     if openapi_url:
         docs.install(app)
-    # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps the routes.
+    # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps MethodCheck wraps the routes.
+    app.add_middleware(MethodCheck, routes=app.routes)
     app.add_middleware(Authenticate, services=services)
     app.add_middleware(RateLimit, services=services)
     app.add_middleware(RequestContext, services=services)

@@ -5,7 +5,9 @@ incoming UUID), counts it in the metrics and latency history, caps the body size
 exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
 ``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
 ``Authenticate`` checks the API key of every ``/v1/`` and ``/api/`` route (webhooks excepted:
-they carry their own signature) before the body is read.
+they carry their own signature) before the body is read. ``MethodCheck`` (innermost) answers 405
+with the complete ``Allow`` header before routing, so a fixed path (``/v1/commands/catalog/audit``)
+never falls into a ``/{id}`` route of another method.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import uuid
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import principal_from_headers
@@ -198,3 +201,42 @@ class RateLimit:
             await send(message)
 
         await self.app(scope, receive, send_with_limits)
+
+
+def allowed_methods(routes: list[BaseRoute], path: str) -> frozenset[str] | None:
+    """The methods ``path`` supports: those of the routes matching it with the most literal
+    segments (``/catalog/audit`` over ``/catalog/{entry_id}``); None when no route matches or a
+    mount does (the router decides then)."""
+    best, methods = -1, set[str]()
+    for route in routes:
+        regex = getattr(route, "path_regex", None)
+        if regex is None or not regex.match(path):
+            continue
+        route_methods = getattr(route, "methods", None)
+        if not route_methods:
+            return None
+        literal = sum(1 for part in getattr(route, "path", "").split("/") if part and "{" not in part)
+        if literal > best:
+            best, methods = literal, set(route_methods)
+        elif literal == best:
+            methods |= route_methods
+    return frozenset(methods) if methods else None
+
+
+class MethodCheck:
+    """405 ``METHOD_NOT_ALLOWED`` with ``Allow`` listing every method the path supports."""
+
+    def __init__(self, app: ASGIApp, routes: list[BaseRoute]):
+        self.app = app
+        self.routes = routes  # the application's route list (read at request time: routers are added first)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            allowed = allowed_methods(self.routes, scope["path"])
+            if allowed is not None and scope["method"] not in allowed:
+                request_id = scope.get("state", {}).get("request_id", "")
+                message = f"method {scope['method']} is not allowed on {scope['path']}; allowed: {', '.join(sorted(allowed))}"
+                body = envelope("METHOD_NOT_ALLOWED", message, request_id)
+                await _send_json(send, 405, body, [(b"allow", ", ".join(sorted(allowed)).encode())])
+                return
+        await self.app(scope, receive, send)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,6 +27,15 @@ RISK_LEVELS = allowed(RiskLevel)
 OSES = allowed(TargetOs)
 
 
+def values(enum: type[StrEnum]) -> dict[str, Any]:
+    """The JSON Schema ``enum`` of a value set (the validators below keep the precise message)."""
+    return {"enum": [v.value for v in enum]}
+
+
+# Not blank and no NUL character, as the validators check (ECMA-262 regex; \S is any non-space).
+SHELL_TEXT = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
 def _one_of(enum: type, value: str) -> str:
     if value not in {v.value for v in enum}:
         raise ValueError(f"must be one of {allowed(enum)}")
@@ -35,13 +46,16 @@ class CatalogCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=MAX_NAME_CHARS,
-                      description=f"Unique regardless of case; at most {MAX_NAME_CHARS} characters.")
+                      description=f"Unique regardless of case; at most {MAX_NAME_CHARS} characters; not blank.",
+                      json_schema_extra={"pattern": SHELL_TEXT})
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
-    command: str = Field(max_length=MAX_COMMAND_CHARS,
-                         description="Shell command text: run by /bin/sh -c (cmd.exe /c on Windows).")
-    category: str = Field(description=f"One of {CATEGORIES}.")
-    risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.")
-    os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.")
+    command: str = Field(max_length=MAX_COMMAND_CHARS, json_schema_extra={"pattern": SHELL_TEXT},
+                         description="Shell command text: run by /bin/sh -c (cmd.exe /c on Windows); not blank.")
+    category: str = Field(description=f"One of {CATEGORIES}.", json_schema_extra=values(Category))
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.",
+                            json_schema_extra=values(RiskLevel))
+    os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.",
+                    json_schema_extra=values(TargetOs))
     requires_approval: bool = Field(False, description="Forced to true for risk_level high and critical.")
 
     @field_validator("name", "command")
@@ -74,9 +88,9 @@ class CatalogCommand(BaseModel):
     name: str
     description: str
     command: str
-    category: str = Field(description=f"One of {CATEGORIES}.")
-    risk_level: str = Field(description=f"One of {RISK_LEVELS}.")
-    os: str = Field(description=f"One of {OSES}.")
+    category: str = Field(description=f"One of {CATEGORIES}.", json_schema_extra=values(Category))
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}.", json_schema_extra=values(RiskLevel))
+    os: str = Field(description=f"One of {OSES}.", json_schema_extra=values(TargetOs))
     requires_approval: bool = Field(description="True makes execution create an approval request instead of "
                                                 "running; always true for risk high and critical.")
     created_at: str
@@ -121,8 +135,9 @@ class ApprovalOut(BaseModel):
     catalog_id: str
     catalog_name: str
     command: str = Field(description="The command text that runs if approved.")
-    risk_level: str
-    status: str = Field(description="pending, approved (approved and running), denied or executed.")
+    risk_level: str = Field(json_schema_extra=values(RiskLevel))
+    status: str = Field(description="pending, approved (approved and running), denied or executed.",
+                        json_schema_extra=values(ApprovalStatus))
     requested_by: str | None
     requested_at: str
     decided_by: str | None
@@ -151,7 +166,7 @@ class Decision(BaseModel):
 
 class AuditEventOut(BaseModel):
     id: str
-    action: str = Field(description=f"One of {allowed(AuditAction)}.")
+    action: str = Field(description=f"One of {allowed(AuditAction)}.", json_schema_extra=values(AuditAction))
     catalog_id: str | None
     approval_id: str | None
     execution_id: str | None
