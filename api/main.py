@@ -94,7 +94,7 @@ def create_app(services: Services) -> FastAPI:
     if openapi_url:
         docs.install(app)
     # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps MethodCheck wraps the routes.
-    app.add_middleware(MethodCheck, routes=app.routes)
+    app.add_middleware(MethodCheck, document=app.openapi)
     app.add_middleware(Authenticate, services=services)
     app.add_middleware(RateLimit, services=services)
     app.add_middleware(RequestContext, services=services)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
-from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import principal_from_headers
@@ -203,40 +204,58 @@ class RateLimit:
         await self.app(scope, receive, send_with_limits)
 
 
-def allowed_methods(routes: list[BaseRoute], path: str) -> frozenset[str] | None:
-    """The methods ``path`` supports: those of the routes matching it with the most literal
-    segments (``/catalog/audit`` over ``/catalog/{entry_id}``); None when no route matches or a
-    mount does (the router decides then)."""
-    best, methods = -1, set[str]()
-    for route in routes:
-        regex = getattr(route, "path_regex", None)
-        if regex is None or not regex.match(path):
-            continue
-        route_methods = getattr(route, "methods", None)
-        if not route_methods:
-            return None
-        literal = sum(1 for part in getattr(route, "path", "").split("/") if part and "{" not in part)
-        if literal > best:
-            best, methods = literal, set(route_methods)
-        elif literal == best:
-            methods |= route_methods
-    return frozenset(methods) if methods else None
+
+class PathMethods:
+    """Which methods each documented path supports, from the OpenAPI document (``app.openapi``)."""
+
+    HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+    def __init__(self, document: Callable[[], dict[str, Any]]):
+        self.document = document
+        self.paths: list[tuple[re.Pattern[str], int, frozenset[str]]] | None = None
+
+    def _compile(self) -> list[tuple[re.Pattern[str], int, frozenset[str]]]:
+        compiled = []
+        for template, operations in self.document().get("paths", {}).items():
+            parts = template.split("/")
+            regex = "/".join("[^/]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts)
+            literal = sum(1 for p in parts if p and not p.startswith("{"))
+            methods = frozenset(m.upper() for m in operations if m in self.HTTP_METHODS)
+            compiled.append((re.compile(f"^{regex}$"), literal, methods))
+        return compiled
+
+    def allowed(self, path: str) -> frozenset[str] | None:
+        """The methods of the documented paths matching ``path`` with the most literal segments
+        (``/catalog/audit`` over ``/catalog/{entry_id}``); None for a path the document lacks."""
+        if self.paths is None:
+            self.paths = self._compile()
+        best, methods = -1, frozenset[str]()
+        for regex, literal, path_methods in self.paths:
+            if not regex.match(path):
+                continue
+            if literal > best:
+                best, methods = literal, path_methods
+            elif literal == best:
+                methods |= path_methods
+        return methods or None
 
 
 class MethodCheck:
-    """405 ``METHOD_NOT_ALLOWED`` with ``Allow`` listing every method the path supports."""
+    """405 ``METHOD_NOT_ALLOWED`` with ``Allow`` listing every method the path supports, decided
+    from the OpenAPI document before routing (undocumented paths are left to the router)."""
 
-    def __init__(self, app: ASGIApp, routes: list[BaseRoute]):
+    def __init__(self, app: ASGIApp, document: Callable[[], dict[str, Any]]):
         self.app = app
-        self.routes = routes  # the application's route list (read at request time: routers are added first)
+        self.methods = PathMethods(document)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            allowed = allowed_methods(self.routes, scope["path"])
+            allowed = self.methods.allowed(scope["path"])
             if allowed is not None and scope["method"] not in allowed:
+                allow = ", ".join(sorted(allowed))
                 request_id = scope.get("state", {}).get("request_id", "")
-                message = f"method {scope['method']} is not allowed on {scope['path']}; allowed: {', '.join(sorted(allowed))}"
-                body = envelope("METHOD_NOT_ALLOWED", message, request_id)
-                await _send_json(send, 405, body, [(b"allow", ", ".join(sorted(allowed)).encode())])
+                message = f"method {scope['method']} is not allowed on {scope['path']}; allowed: {allow}"
+                await _send_json(send, 405, envelope("METHOD_NOT_ALLOWED", message, request_id),
+                                 [(b"allow", allow.encode())])
                 return
         await self.app(scope, receive, send)
