@@ -5,7 +5,7 @@ incoming UUID), counts it in the metrics and latency history, caps the body size
 exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
 ``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
 ``Authenticate`` checks the API key of every ``/v1/`` and ``/api/`` route (webhooks excepted:
-they carry their own signature) before the body is read. ``MethodCheck`` (innermost) answers 405
+they carry their own signature) before the body is read. ``JsonDepth`` refuses JSON bodies nested too deep (400). ``MethodCheck`` (innermost) answers 405
 with the complete ``Allow`` header before routing, so a fixed path (``/v1/commands/catalog/audit``)
 never falls into a ``/{id}`` route of another method.
 """
@@ -122,24 +122,81 @@ class RequestContext:
             return receive
         if _header(scope, b"transfer-encoding") is None:
             return receive
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            total += len(message.get("body", b""))
-            if total > self.max_body:
-                raise PayloadTooLarge()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        return _replay(await _read_body(receive, self.max_body), receive)
 
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
 
-        return replayed
+async def _read_body(receive: Receive, limit: int | None) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        total += len(message.get("body", b""))
+        if limit is not None and total > limit:
+            raise PayloadTooLarge()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` once, then whatever ``receive`` gives (a disconnect)."""
+    replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return replay.pop() if replay else await receive()
+
+    return replayed
+
+
+class JsonDepth:
+    """400 ``BAD_REQUEST`` for a JSON body (POST, PUT, PATCH with Content-Type application/json,
+    ``+json`` or none) nested deeper than ``MAX_JSON_DEPTH``, before any parser recurses into it.
+    Inside ``Authenticate``: an unauthenticated request is 401 whatever its body."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH") or not _is_json(
+                _header(scope, b"content-type")):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive, None)  # already capped by RequestContext
+        problem = json_depth_problem(body)
+        if problem is not None:
+            request_id = scope.get("state", {}).get("request_id", "")
+            await _send_json(send, 400, envelope("BAD_REQUEST", problem, request_id), [])
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+MAX_JSON_DEPTH = 32
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a whole string, or a bracket
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media in ("", "application/json") or media.endswith("+json")
+
+
+def json_depth_problem(body: bytes) -> str | None:
+    """Why ``body`` is refused before parsing: arrays and objects nested deeper than
+    ``MAX_JSON_DEPTH`` (a parser would recurse once per level); None when it is not."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return None  # too few brackets to nest too deep (the common case, at C speed)
+    depth = 0
+    for token in _JSON_TOKENS.finditer(body):
+        char = token.group()[:1]
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects"
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return None
 
 
 class Authenticate:
