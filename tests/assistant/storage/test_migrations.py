@@ -13,7 +13,7 @@ from assistant.storage.migrations import MIGRATIONS, applied, migrate
 
 EXPECTED_COLUMNS = {
     "meta": ["key", "value"],
-    "api_keys": ["key_hash", "user_id", "name", "scope", "created_at", "last_used_at"],
+    "api_keys": ["key_hash", "user_id", "name", "created_at", "last_used_at", "role"],
     "conversations": ["id", "user_id", "title", "created_at", "updated_at"],
     "messages": [
         "id", "conversation_id", "role", "content", "model", "prompt_tokens", "completion_tokens", "created_at", "seq",
@@ -34,14 +34,16 @@ EXPECTED_COLUMNS = {
                            "result_sealed", "error", "started_at", "finished_at"],
     "agentic_events": ["task_id", "seq", "event", "data_sealed", "created_at"],
     "command_catalog": ["id", "name", "description", "command", "category", "risk_level", "os",
-                        "requires_approval", "is_default", "created_by", "created_at", "updated_at"],
+                        "requires_approval", "is_default", "created_by", "created_at", "updated_at", "network"],
     "command_executions": ["id", "catalog_id", "approval_id", "user_id", "command", "status", "exit_code",
                            "stdout_sealed", "stderr_sealed", "duration_ms", "timed_out", "truncated", "executed_at"],
-    "command_approvals": ["id", "catalog_id", "catalog_name", "command", "risk_level", "requested_by", "status",
-                          "reason_sealed", "decided_by", "decided_at", "execution_id", "created_at"],
+    "command_approvals": ["id", "kind", "catalog_id", "catalog_name", "command", "risk_level", "tool_name",
+                          "arguments_sealed", "conversation_id", "message_id", "result_sealed", "tool_run_id",
+                          "requested_by", "status", "reason_sealed", "decided_by", "decided_at", "execution_id",
+                          "created_at"],
     "command_audit": ["id", "action", "catalog_id", "approval_id", "execution_id", "user_id", "detail_sealed",
                       "at"],
-    "voice_rooms": ["id", "name", "is_online", "volume", "muted", "last_seen", "created_at", "updated_at"],
+    "voice_rooms": ["id", "owner_user_id", "name", "is_online", "volume", "muted", "last_seen", "created_at", "updated_at"],
 }
 
 
@@ -120,9 +122,9 @@ def test_constraints_of_the_schema(tmp_path: Path) -> None:
                 "INSERT INTO messages (id, conversation_id, role, content, created_at, seq) VALUES (?, ?, ?, ?, ?, ?)",
                 ("m1", "c1", "robot", "hi", now, 1),
             )
-        with pytest.raises(apsw.ConstraintError):  # scope is checked
+        with pytest.raises(apsw.ConstraintError):  # role is checked
             db.execute(
-                "INSERT INTO api_keys (key_hash, user_id, name, scope, created_at) VALUES ('h', 'u', 'n', 'admin', ?)",
+                "INSERT INTO api_keys (key_hash, user_id, name, role, created_at) VALUES ('h', 'u', 'n', 'full', ?)",
                 (now,),
             )
         db.execute(
@@ -133,3 +135,17 @@ def test_constraints_of_the_schema(tmp_path: Path) -> None:
         assert db.scalar("SELECT count(*) FROM messages") == 0
     finally:
         db.close()
+
+
+def test_m016_adds_low_since_null_for_existing_memories(blank: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [fn.__name__ for fn in MIGRATIONS]
+    before = MIGRATIONS[:names.index("m016_memory_low_since")]
+    monkeypatch.setattr(migrations, "MIGRATIONS", before)
+    migrate(blank)
+    blank.execute("INSERT INTO memories (rowid, id, user_id, content, summary, tags, memory_type, created_at, "
+                  "updated_at, accessed_at, embedding) VALUES (1, 'm1', 'u', x'', x'', x'', 'Context', '', '', '', x'')")
+    blank.execute("INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, accessed_ts, decay_ts) "
+                  "VALUES (1, 'u', 'Context', 0.1, 0, 0)")
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
+    assert "m016_memory_low_since" in migrate(blank)
+    assert blank.one("SELECT low_since FROM memory_scores WHERE memory_rowid = 1") == {"low_since": None}
