@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal, get_args
 from uuid import UUID
@@ -50,6 +51,20 @@ class SecuritySettings(Section):
     api_keys: dict[str, ConfiguredKey] = Field(default_factory=dict)
     rate_limit_enabled: bool = True
     rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+    # Reverse proxies (IP addresses or CIDR networks) whose X-Forwarded-For / X-Forwarded-Proto the
+    # server believes. Empty (the default): proxy headers are ignored, the client IP (for the rate
+    # limit) is the TCP peer's, so a client cannot pick its own IP with a header.
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR network (e.g. 10.0.0.0/8)") from None
+        return [item.strip() for item in value]
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -149,6 +164,8 @@ class CommandsSettings(Section):
     max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
     seed_defaults: bool = True  # create the default entries on first start
     default_location: str | None = None  # the weather/briefing place when args.location is omitted
+    # POST /v1/commands/parse: the longest the model may take when no quick pattern matched (then 503).
+    parse_timeout_secs: float = Field(20, gt=0, le=600)
 
 
 class AgenticSettings(Section):
