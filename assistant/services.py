@@ -10,6 +10,7 @@ from typing import Any
 from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import build_agentic
 from assistant.catalog import build_catalog
+from assistant.catalog.executor import create_runner, secret_paths
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
@@ -192,7 +193,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         tools=toolbox,
         commands=CommandService.create(settings, toolbox, queue),
         agentic=build_agentic(settings, db, sealer, queue, toolbox, profiles, chat.selector),
-        catalog=build_catalog(db, sealer, settings.commands),
+        catalog=build_catalog(db, sealer, settings.commands,
+                              runner=create_runner(settings.commands, secret_paths(settings))),
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
         voice=build_voice(settings, db, sealer=sealer),

@@ -1,8 +1,9 @@
-"""The catalog against the real shell, over HTTP (uvicorn on loopback, services built from settings):
-commands really run (echo, uname, a default entry), a sleep is killed at the timeout, 1 MB of
-output is capped, an entry that needs approval really does not run until approved and then runs
-exactly once, outputs are sealed on disk, and a deleted default stays deleted after a restart.
-No test asserts a duration."""
+"""The catalog against the real shell in the real sandbox, over HTTP (uvicorn on loopback, services
+built from settings): commands really run (echo, uname, a default entry), a sleep is killed at the
+timeout with everything it started, 1 MB of output is capped, an entry that needs approval really
+does not run until approved and then runs exactly once, outputs are sealed on disk, and a deleted
+default stays deleted after a restart. Commands run sandboxed, so their side effects are observed
+through the executions recorded, never through host files. No test asserts a duration."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from assistant.catalog import DEFAULT_ENTRIES, current_os
 from assistant.config import Settings
-from assistant.services import build_services
+from assistant.services import Services, build_services
 from tests.integration.support import LiveServer, serve
 
 pytestmark = pytest.mark.integration
@@ -47,6 +48,9 @@ class Api:
     def execute(self, entry_id: str) -> httpx.Response:
         return self.http.post(f"{BASE}/{entry_id}/execute")
 
+    def executions(self, entry_id: str) -> list[dict]:
+        return self.http.get(f"{BASE}/executions", params={"catalog_id": entry_id}).json()
+
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
@@ -57,13 +61,23 @@ def api(tmp_path: Path) -> Iterator[Api]:
         client.http.close()
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+def sandboxed_pids(services: Services) -> list[int]:
+    """Host pids of commands still running from the catalog's sandboxes (their uids, as root;
+    otherwise those running the command file)."""
+    sandbox = services.catalog.runner.sandbox
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if sandbox.privileged:
+                    mine = sandbox.uids.base <= entry.stat().st_uid < sandbox.uids.base + 1000
+                else:
+                    mine = b"/code/command.sh" in (entry / "cmdline").read_bytes()
+            except OSError:  # gone meanwhile
+                continue
+            if mine:
+                found.append(int(entry.name))
+    return found
 
 
 def test_commands_really_run(api: Api) -> None:
@@ -83,11 +97,10 @@ def test_a_default_entry_runs(api: Api) -> None:
     assert body["status"] == "completed" and body["stdout"].startswith(os.uname().sysname)
 
 
-def test_a_sleep_is_killed_at_the_timeout(api: Api, tmp_path: Path) -> None:
-    pid_file = tmp_path / "sleep.pid"
-    body = api.execute(api.entry(f"sleep 60 & echo $! > {pid_file}; wait")["id"]).json()
-    assert body["status"] == "timed_out" and body["exit_code"] is None
-    assert not alive(int(pid_file.read_text()))
+def test_a_sleep_is_killed_at_the_timeout(api: Api) -> None:
+    body = api.execute(api.entry("sleep 60 & echo started; wait")["id"]).json()
+    assert body["status"] == "timed_out" and body["exit_code"] is None and body["stdout"] == "started\n"
+    assert sandboxed_pids(api.live.services) == []  # the background sleep died with the sandbox
 
 
 def test_a_megabyte_of_output_is_capped(api: Api) -> None:
@@ -96,35 +109,32 @@ def test_a_megabyte_of_output_is_capped(api: Api) -> None:
     assert body["stdout"] == "x" * CAP
 
 
-def test_nothing_runs_until_approved_then_exactly_once(api: Api, tmp_path: Path) -> None:
-    marker = tmp_path / "side-effect.txt"
-    entry = api.entry(f"echo ran >> {marker}", requires_approval=True)
+def test_nothing_runs_until_approved_then_exactly_once(api: Api) -> None:
+    entry = api.entry("echo ran", requires_approval=True)
     requested = api.execute(entry["id"])
     assert requested.status_code == 202 and requested.json()["status"] == "approval_required"
     approval_id = requested.json()["approval_id"]
     other = api.execute(entry["id"]).json()["approval_id"]  # a second request, denied below
-    assert not marker.exists()
+    assert api.executions(entry["id"]) == []
     pending = api.http.get("/v1/approvals", params={"status": "pending"}).json()
     assert {a["id"] for a in pending} == {approval_id, other}
-    assert not marker.exists()
 
     approved = api.http.post(f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"})
     assert approved.status_code == 200 and approved.json()["status"] == "completed"
-    assert marker.read_text() == "ran\n"
+    assert [e["stdout"] for e in api.executions(entry["id"])] == ["ran\n"]
     assert api.http.post(f"/v1/approvals/{approval_id}/approve").status_code == 409
     assert api.http.post(f"/v1/approvals/{other}/deny").status_code == 200
     assert api.http.post(f"/v1/approvals/{other}/approve").status_code == 409
-    assert marker.read_text() == "ran\n"  # once
+    assert len(api.executions(entry["id"])) == 1  # once
     actions = [e["action"] for e in api.http.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
     assert actions == ["denied", "execute", "approved", "approval_requested", "approval_requested", "created"]
 
 
-def test_a_high_risk_entry_does_not_run_without_approval(api: Api, tmp_path: Path) -> None:
-    marker = tmp_path / "high.txt"
-    entry = api.entry(f"touch {marker}", risk_level="high", requires_approval=False)
+def test_a_high_risk_entry_does_not_run_without_approval(api: Api) -> None:
+    entry = api.entry("echo high", risk_level="high", requires_approval=False)
     assert entry["requires_approval"] is True
     assert api.execute(entry["id"]).status_code == 202
-    assert not marker.exists()
+    assert api.executions(entry["id"]) == []
 
 
 def test_outputs_are_sealed_on_disk_and_a_deleted_default_stays_deleted(tmp_path: Path) -> None:
