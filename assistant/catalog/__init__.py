@@ -5,7 +5,7 @@ commands run behind the :class:`CommandRunner` contract: :class:`SandboxedRunner
 or :class:`SubprocessRunner` (the host shell, Windows only), picked by :func:`create_runner`.
 """
 
-from assistant.catalog.approvals import Approval, ApprovalStatus
+from assistant.catalog.approvals import Approval, ApprovalKind, ApprovalStatus, ApprovalStore
 from assistant.catalog.audit import AuditAction, AuditEvent
 from assistant.catalog.defaults import DEFAULT_ENTRIES, EntrySpec
 from assistant.catalog.executions import Execution
@@ -23,7 +23,7 @@ from assistant.catalog.store import CatalogEntry, EntryFilter, spec_of
 from assistant.catalog.values import Category, RiskLevel, TargetOs, current_os
 
 __all__ = [
-    "DEFAULT_ENTRIES", "Approval", "ApprovalStatus", "AuditAction", "AuditEvent", "CatalogEntry", "Category",
+    "DEFAULT_ENTRIES", "Approval", "ApprovalKind", "ApprovalStatus", "ApprovalStore", "AuditAction", "AuditEvent", "CatalogEntry", "Category",
     "CommandCatalog", "CommandRunner", "EntryFilter", "EntrySpec", "ExecuteResult", "Execution", "ExecutionStatus",
     "RiskLevel", "RunOutcome", "SandboxedRunner", "SubprocessRunner", "TargetOs", "build_catalog", "create_runner",
     "current_os", "secret_paths", "spec_of",
