@@ -90,14 +90,20 @@ HOST_DEPENDENT = ("systemctl --failed --no-pager", "systemctl list-units --type=
 
 @pytest.mark.parametrize("command", sorted(EXPECTED))
 def test_a_default_entry_runs_and_tells_the_truth(runner: SandboxedRunner, command: str) -> None:
-    outcome = run(runner, command)
+    outcome = run(runner, command, network=LINUX_DEFAULTS[command].network)
     assert outcome.status is ExecutionStatus.COMPLETED, (outcome.exit_code, outcome.stderr)
     assert EXPECTED[command](outcome), outcome.stdout
 
 
+def test_the_host_network_entries_see_the_hosts_interfaces(runner: SandboxedRunner) -> None:
+    host = {line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]}
+    shown = {line.split()[0].split("@")[0] for line in run(runner, "ip -brief address", network=True).stdout.splitlines()}
+    assert shown == host and LINUX_DEFAULTS["ip -brief address"].network and LINUX_DEFAULTS["ss -tuln"].network
+
+
 @pytest.mark.parametrize("command", HOST_DEPENDENT)
 def test_a_host_dependent_entry_fails_only_where_the_host_lacks_it(runner: SandboxedRunner, command: str) -> None:
-    outcome = run(runner, command, network=True)
+    outcome = run(runner, command, network=LINUX_DEFAULTS[command].network)
     program = command.split()[0]
     if not any(Path(d, program).exists() for d in ("/usr/bin", "/usr/sbin")):
         assert outcome.exit_code == 127 and "not found" in outcome.stderr
