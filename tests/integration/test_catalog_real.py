@@ -19,8 +19,10 @@ import pytest
 
 from assistant.catalog import DEFAULT_ENTRIES, current_os
 from assistant.config import Settings
-from assistant.services import Services, build_services
+from assistant.services import build_services
+from assistant.tools.shell_sandbox import SCRIPT_PATH
 from tests.integration.support import LiveServer, serve
+from tests.integration.tools.sandbox_server import sandboxed_pids
 
 pytestmark = pytest.mark.integration
 
@@ -74,25 +76,6 @@ def api(tmp_path: Path) -> Iterator[Api]:
         client.close()
 
 
-def sandboxed_pids(services: Services) -> list[int]:
-    """Host pids of commands still running from the catalog's sandboxes (their uids, as root;
-    otherwise those running the command file)."""
-    sandbox = services.catalog.runner.sandbox
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if sandbox.privileged:
-                    mine = sandbox.uids.base <= entry.stat().st_uid < sandbox.uids.base + 1000
-                else:
-                    mine = b"/code/command.sh" in (entry / "cmdline").read_bytes()
-            except OSError:  # gone meanwhile
-                continue
-            if mine:
-                found.append(int(entry.name))
-    return found
-
-
 def test_commands_really_run(api: Api) -> None:
     echo = api.execute(api.entry("echo hello from the shell")["id"])
     assert echo.status_code == 200
@@ -113,7 +96,8 @@ def test_a_default_entry_runs(api: Api) -> None:
 def test_a_sleep_is_killed_at_the_timeout(api: Api) -> None:
     body = api.execute(api.entry("sleep 60 & echo started; wait")["id"]).json()
     assert body["status"] == "timed_out" and body["exit_code"] is None and body["stdout"] == "started\n"
-    assert sandboxed_pids(api.live.services) == []  # the background sleep died with the sandbox
+    runner = api.live.services.catalog.runner.sandbox
+    assert sandboxed_pids(runner, SCRIPT_PATH) == []  # the background sleep died with the sandbox
 
 
 def test_a_megabyte_of_output_is_capped(api: Api) -> None:

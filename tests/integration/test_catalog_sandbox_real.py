@@ -25,8 +25,12 @@ from assistant.catalog import (
 )
 from assistant.config import Settings
 from assistant.crypto import load_or_create_key
-from assistant.tools.shell_sandbox import ShellSandbox
-from tests.integration.tools.sandbox_server import HostListener, host_listener_fixture  # noqa: F401
+from assistant.tools.shell_sandbox import SCRIPT_PATH
+from tests.integration.tools.sandbox_server import (  # noqa: F401
+    HostListener,
+    host_listener_fixture,
+    sandboxed_pids,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.name != "posix", reason="bubblewrap is Linux only")]
 
@@ -158,15 +162,4 @@ def test_a_long_listing_keeps_its_head_and_finishes(runner: SandboxedRunner) -> 
 def test_a_timeout_kills_the_command_and_what_it_started(runner: SandboxedRunner) -> None:
     outcome = run(runner, "sleep 60 & sleep 61 & echo started; wait", timeout_secs=1.5)
     assert outcome.status is ExecutionStatus.TIMED_OUT and outcome.stdout == "started\n"
-    sandbox: ShellSandbox = runner.sandbox
-    if sandbox.privileged:
-        leftovers = [p for p in Path("/proc").iterdir()
-                     if p.name.isdigit() and sandbox.uids.base <= _uid(p) < sandbox.uids.base + 1000]
-        assert leftovers == []
-
-
-def _uid(proc: Path) -> int:
-    try:
-        return proc.stat().st_uid
-    except OSError:
-        return -1
+    assert sandboxed_pids(runner.sandbox, SCRIPT_PATH) == []
