@@ -23,7 +23,15 @@ from assistant.config import MemorySettings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
 from assistant.errors import NotFoundError, ValidationFailed
-from assistant.memory.decay import DECAY_PARAMS, NOT_DECAYED, base_rate_from_factor
+from assistant.memory.decay import (
+    CLEANED_UP,
+    DECAY_PARAMS,
+    NOT_DECAYED,
+    SECONDS_PER_DAY,
+    base_rate_from_factor,
+    cleanup_due,
+    next_low_since,
+)
 from assistant.memory.index import VectorIndex, create_index
 from assistant.memory.keywords import KeywordIndex
 from assistant.memory.learning import score_exchange
@@ -491,7 +499,7 @@ class MemoryStore:
                  None if vector is None else vector.tobytes(), row["rowid"]),
             )
             db.execute(
-                "UPDATE memory_scores SET importance = ?, decay_type = ? WHERE memory_rowid = ?",
+                "UPDATE memory_scores SET importance = ?, decay_type = ?, low_since = NULL WHERE memory_rowid = ?",
                 (max(old.importance, importance), decay_type(kind, old.original_memory_type), row["rowid"]),
             )
             if content != old.content:
@@ -513,8 +521,9 @@ class MemoryStore:
 
     def decay(self, user_id: str | None = None, *, now: float | None = None, collect_changes: bool = True,
               max_changes: int = 1000) -> DecayReport:
-        """One decay cycle (all users, or one), in one SQL statement; then clean up memories below
-        ``min_importance``. ``days`` counts from each memory's previous decay (or creation)."""
+        """One decay cycle (all users, or one), in one SQL statement; then the clean-up: memories
+        at or below ``min_importance`` for ``cleanup_after_days`` are archived (see
+        :mod:`assistant.memory.decay`). ``days`` counts from each memory's previous decay (or creation)."""
         now = self.clock() if now is None else now
         base = base_rate_from_factor(self.settings.decay_factor)
         params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
@@ -557,15 +566,40 @@ class MemoryStore:
             else:
                 db.execute(sql, [*flat, base, now, now, *user_args])
                 report.processed = report.changed = int(db.scalar("SELECT changes()"))
-            doomed = db.query(
-                f"SELECT memory_rowid AS rowid, user_id FROM memory_scores WHERE importance < ? "
-                f"AND decay_type NOT IN ({skip}) {user_clause}",
-                [self.settings.min_importance, *user_args],
-            )
-            if doomed:
-                db.executemany("DELETE FROM memories WHERE rowid = ?", [(r["rowid"],) for r in doomed])
-            removed = doomed
-        report.cleaned_up = len(removed)
-        for r in removed:
-            self._index_remove(r["user_id"], [r["rowid"]])
+            removed = self._clean_up(db, now, user_id)
+        report.cleaned_up = removed
         return report
+
+    def _clean_up(self, db: Database, now: float, user_id: str | None = None) -> int:
+        """Track since when each memory is at or below ``min_importance`` and archive those that
+        have been for ``cleanup_after_days`` (:func:`next_low_since`, :func:`cleanup_due`). Only
+        rows whose state may change are read: one that has just got low, one that is no longer,
+        one that is due; a memory that stays low reads nothing. Returns how many were archived."""
+        s = self.settings
+        low, due_before = s.min_importance + 1e-12, now - s.cleanup_after_days * SECONDS_PER_DAY + 1e-6
+        clause, args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
+        skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
+        rows = db.query(
+            "SELECT memory_rowid AS rowid, importance, low_since FROM memory_scores "
+            f"WHERE decay_type NOT IN ({skip}) AND low_since IS NOT ? {clause} AND ((importance <= ? AND "
+            "low_since IS NULL) OR (importance > ? AND low_since IS NOT NULL) OR low_since <= ?)",
+            [CLEANED_UP, *args, low, low, due_before],
+        )
+        if not rows:
+            return 0
+        before = np.array([np.nan if r["low_since"] is None else r["low_since"] for r in rows], dtype=np.float64)
+        after = next_low_since(np.array([r["importance"] for r in rows]), before, now, s.min_importance)
+        due = cleanup_due(after, now, s.cleanup_after_days)
+        db.executemany("UPDATE memory_scores SET low_since = ? WHERE memory_rowid = ?",
+                       [(CLEANED_UP if d else None if np.isnan(a) else float(a), r["rowid"])
+                        for r, a, d in zip(rows, after, due, strict=True)])
+        archived = 0
+        for r, d in zip(rows, due, strict=True):  # an Archived memory is marked, not archived again
+            if d:
+                db.execute(
+                    "UPDATE memories SET original_memory_type = memory_type, memory_type = ?, archived_at = ? "
+                    "WHERE rowid = ? AND memory_type != ?",
+                    (MemoryType.ARCHIVED.value, iso_of(now), r["rowid"], MemoryType.ARCHIVED.value),
+                )
+                archived += int(db.scalar("SELECT changes()"))
+        return archived
