@@ -12,6 +12,7 @@ from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import AgenticService, build_agentic
 from assistant.breaker import Breakers
 from assistant.catalog import CommandCatalog, build_catalog
+from assistant.catalog.executor import create_runner, secret_paths
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
@@ -229,7 +230,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     toolbox.registry = guard_tools(toolbox.registry, breakers)
     for capability in toolbox.backends:
         breakers.get(tool_breaker_name(capability))
-    catalog = build_catalog(db, sealer, settings.commands)
+    catalog = build_catalog(db, sealer, settings.commands,
+                            runner=create_runner(settings.commands, secret_paths(settings)))
     tool_runs = ToolRunStore(db, sealer)
     chat = ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
                        toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,
