@@ -435,3 +435,13 @@ def m012_voice_speakers(db: Database) -> None:
         CREATE INDEX voice_embeddings_speaker ON voice_embeddings(speaker_id, created_at);
         """
     )
+
+
+@migration
+def m014_sealed_associated_data(db: Database) -> None:
+    """Sealed values get associated data (table, column, row id, user id), so a ciphertext copied
+    to another row or user no longer opens there. Re-sealing needs the key, which migrations do not
+    have: an encrypted store is marked here and re-sealed in one transaction right after its key is
+    opened (assistant/storage/sealed.py ``finish_pending_reseal``); a plain store has nothing to do."""
+    if db.scalar("SELECT value FROM meta WHERE key = 'memory_encryption'") == "xchacha20poly1305":
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sealed_aad_pending', '1')")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,13 @@ from assistant.crypto import (
     KEY_BYTES,
     NONCE_BYTES,
     KeyMismatchError,
+    SealContext,
+    SealedValueMismatch,
     Sealer,
     load_or_create_key,
     open_sealer,
 )
-from assistant.errors import ConfigError
+from assistant.errors import AssistantError, ConfigError
 from assistant.storage.db import Database
 
 TAG_BYTES = 16
@@ -88,6 +91,37 @@ def test_associated_data_is_bound(sealer: Sealer) -> None:
     assert sealer.open_bytes(sealed, aad=b"row-1") == b"value"
     with pytest.raises(CryptoError):
         sealer.open_bytes(sealed, aad=b"row-2")
+
+
+AT = SealContext("memories", "content", "row-1", "user-a")
+
+
+def test_a_value_opens_only_where_it_was_sealed(sealer: Sealer) -> None:
+    sealed = sealer.seal("Alice's secret", AT)
+    assert sealer.open(sealed, AT) == "Alice's secret"
+    for elsewhere in (replace(AT, table="snippets"), replace(AT, column="summary"), replace(AT, row_id="row-2"),
+                      replace(AT, user_id="user-b"), replace(AT, user_id="")):
+        with pytest.raises(SealedValueMismatch) as caught:
+            sealer.open(sealed, elsewhere)
+        assert caught.value.message.startswith("data integrity error")
+        assert elsewhere.describe() in caught.value.message
+        assert "secret" not in caught.value.message
+    with pytest.raises(CryptoError):
+        sealer.open_bytes(sealed)  # nor without associated data
+
+
+def test_the_integrity_error_is_an_internal_error_with_its_place() -> None:
+    error = SealedValueMismatch(AT)
+    assert isinstance(error, AssistantError)
+    assert error.code == "INTERNAL_ERROR"
+    assert error.details == {"table": "memories", "column": "content", "row_id": "row-1"}
+    assert "memories.content of row row-1" in error.message
+    assert "user-a" not in error.message  # the owner is logged, not returned
+
+
+def test_fields_cannot_run_into_each_other() -> None:
+    assert SealContext("a", "bc", "1", "u").aad() != SealContext("ab", "c", "1", "u").aad()
+    assert SealContext("t", "c", "1", "23").aad() != SealContext("t", "c", "12", "3").aad()
 
 
 def test_key_must_be_32_bytes() -> None:
