@@ -28,7 +28,7 @@ model: $(STAMP)
 	$(BIN)/assistant models install
 
 run: setup
-	$(BIN)/assistant keys create --name local --replace
+	$(BIN)/assistant keys create --name local --role admin --replace
 	$(BIN)/assistant serve
 
 test: setup

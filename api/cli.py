@@ -82,8 +82,8 @@ def serve(
             services.close()
             fail(f"the embedding model is not ready: {exc.message}")
     if services.keys.count() == 0:
-        key, principal = services.keys.create("default")
-        typer.echo(f"No API key existed; created one for user {principal.user_id} (shown once):\n  {key}")
+        key, principal = services.keys.create("default", role="admin")
+        typer.echo(f"No API key existed; created an admin key for user {principal.user_id} (shown once):\n  {key}")
     try:
         services.start_background()  # with [voice]: every voice engine is built and run once here
     except AssistantError as exc:
@@ -144,15 +144,23 @@ def models_list(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
 def keys_create(
     name: Annotated[str, typer.Option(help="A name to recognise the key by.")] = "default",
     user: Annotated[str | None, typer.Option(help="User id (UUID); default: the owner's.")] = None,
-    read_only: Annotated[bool, typer.Option("--read-only", help="Only GET requests are allowed.")] = False,
+    role: Annotated[str | None, typer.Option(
+        help="admin (also manages the command catalog and decides approvals), user (default) or read-only "
+             "(only GET requests).")] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="The same as --role read-only.")] = False,
     replace: Annotated[bool, typer.Option(help="Revoke an existing key of this name first (keeps its user).")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Create an API key. It is printed once; only its hash is stored."""
-    from assistant.security import KeyStore
+    from assistant.security import ROLES, KeyStore
     from assistant.storage.db import Database
 
+    if role is not None and role not in ROLES:
+        fail(f"--role must be one of {', '.join(ROLES)}, got {role!r}")
+    if read_only and role not in (None, "read-only"):
+        fail(f"--read-only contradicts --role {role}")
+    chosen = "read-only" if read_only else (role or "user")
     settings = load_settings(config, data_dir)
     try:
         user_id = UUID(user) if user else None
@@ -160,26 +168,25 @@ def keys_create(
         fail(f"--user must be a UUID, got {user!r}")
     db = Database(settings.data_dir / "assistant.db")
     try:
-        key, principal = KeyStore(db).create(name, user_id=user_id, scope="read" if read_only else "full",
-                                             replace=replace)
+        key, principal = KeyStore(db).create(name, user_id=user_id, role=chosen, replace=replace)  # type: ignore[arg-type]
     except AssistantError as exc:
         fail(exc.message)
     finally:
         db.close()
-    typer.echo(f"API key {name!r} for user {principal.user_id} ({principal.scope} access), shown once:")
+    typer.echo(f"API key {name!r} for user {principal.user_id} (role {principal.role}), shown once:")
     typer.echo(key)
 
 
 @keys_app.command("list")
 def keys_list(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
-    """Names, users and scopes of stored keys (never the keys)."""
+    """Names, users and roles of stored keys (never the keys)."""
     from assistant.security import KeyStore
     from assistant.storage.db import Database
 
     settings = load_settings(config, data_dir)
     db = Database(settings.data_dir / "assistant.db")
     for row in KeyStore(db).list():
-        typer.echo(f"{row['name']:<20} {row['user_id']}  {row['scope']:<5} {row['created_at']}")
+        typer.echo(f"{row['name']:<20} {row['user_id']}  {row['role']:<9} {row['created_at']}")
     db.close()
 
 

@@ -1,4 +1,5 @@
-"""Dependencies: the Services, and the authenticated caller (``CurrentPrincipal``).
+"""Dependencies: the Services, the authenticated caller (``CurrentPrincipal``) and an admin
+caller (``AdminPrincipal``: any other role is 403 FORBIDDEN naming the role needed).
 
 Keys are checked by the ``Authenticate`` middleware before the body is read (so an
 unauthenticated request is 401 even when its body is malformed); the dependency reuses the
@@ -55,3 +56,16 @@ def current_principal(request: Request, services: ServicesDep, _: Annotated[obje
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+def require_admin(principal: CurrentPrincipal) -> Principal:
+    """The caller, when their key's role is ``admin``; 403 FORBIDDEN otherwise."""
+    if not principal.is_admin:
+        raise ForbiddenError(
+            f"this operation needs an API key with the admin role; this key's role is {principal.role}",
+            {"required_role": "admin", "role": principal.role},
+        )
+    return principal
+
+
+AdminPrincipal = Annotated[Principal, Depends(require_admin)]

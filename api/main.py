@@ -36,8 +36,16 @@ A self-hosted personal assistant: chat with a local model, with memory, tools an
 **Authentication.** Protected routes need `Authorization: Bearer <API key>` (`X-API-Key: <API key>`
 is accepted too). Keys map to user ids; only SHA-256 hashes of keys are stored. The key is checked
 before the body is read, so an unauthenticated request is 401 whatever its body. Missing or invalid key: 401 `UNAUTHORIZED`.
-A key created with `assistant keys create --read-only` may only use GET/HEAD/OPTIONS; any other
-method with it is 403 `FORBIDDEN`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
+Every key has a role. `read-only` (`assistant keys create --role read-only`, or `--read-only`) may
+only use GET/HEAD/OPTIONS; any other method with it is 403 `FORBIDDEN`. `user` (the default) uses
+its own user's data. `admin` may also create and delete command-catalog entries and approve or
+deny approval requests: these answer 403 `FORBIDDEN` with `details.required_role: "admin"` to any
+other role, and an approval is decided by an admin other than its requester (403 otherwise).
+A user's resources belong to the user of the key that created them (command-catalog entries are
+shared by all): another user's resource is 404 `NOT_FOUND` and is not listed (admins see every user's catalog executions and approval requests,
+since they decide them). Keys in the config file's `security.api_keys` are `user` keys when written
+`"<key>" = "<user uuid>"`, and have the named role when written
+`"<key>" = { user_id = "<user uuid>", role = "admin" }`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
 `/metrics/prometheus` (and these docs).
 
 **Errors** always use the envelope `{"error": {code, message, details?, request_id}}`.
@@ -59,12 +67,26 @@ Every response carries `X-Request-Id` (a UUID; a valid incoming one is kept).
 message goes through the tool loop: the model may call tools (up to `max_iterations` turns, with
 `iteration_timeout_secs` and `total_timeout_secs`) before its final answer, which alone is
 streamed. A message starting with `/` is a command and never calls tools; `enabled_tools: []`
-turns tools off for one request; an unknown name in `enabled_tools` is 422 naming it. A tool's
+turns tools off for one request; an unknown name in `enabled_tools` is 422 naming it. Omitted or
+null `enabled_tools` offers every registered tool (`[tool_calling] selection = "all"`, the
+default); with `selection = "auto"` the message is offered only the tools it is about (MiniLM
+similarity of the message to each tool's description ≥ `selection_threshold`, or a trigger word
+such as "weather" or "remind"; at most `max_offered_tools`), and a message about none is answered
+without tools, which keeps a small model's prompt short. A profile whose skills name tools
+restricts an omitted `enabled_tools` to those tools. A tool's
 failure is told to the model, never an error response. Each capability is configured in its own
 settings section (`[weather]`, `[web_search]`, `[calendar]`, `[tasks]`, `[contacts]`,
 `[reminders]`, `[transit]`, `[code_execution]`, `[email]`, plus `[memory]`); `GET /v1/tools`
 lists only the tools of configured capabilities. Tool runs (arguments, result, duration) are
 returned with the answer and listed by `GET /v1/tools/runs`.
+
+**Memory in chat.** With `[memory] enable_rag` a chat message gets the caller's memories whose
+retrieval similarity is at least `rag_threshold` (0.5), the `rag_limit` (5) most relevant of them.
+What the threshold reads is `rag_threshold_mode`: `"fused"` (the default) is hybrid search's score,
+0.6 × cosine + 0.4 × BM25 keyword score (normalised to the best match), so a memory that shares the
+message's words counts even when a small embedding model puts it at cosine 0.4; `"cosine"` is the
+embedding cosine alone (the spec's reading), the candidates then come from dense search and
+relevance uses that cosine.
 """
 
 

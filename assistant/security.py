@@ -1,9 +1,12 @@
-"""API keys: hashed at rest, mapped to user ids, with a scope.
+"""API keys: hashed at rest, mapped to user ids, with a role.
 
 Keys are 256-bit random tokens, so a single SHA-256 is enough to store them (a slow password hash
 protects low-entropy secrets; these are not). Keys from the config file are hashed when loaded and
-only the hashes are kept. A ``read`` scope permits only safe methods (GET/HEAD/OPTIONS): anything
-else with such a key is 403 FORBIDDEN.
+only the hashes are kept.
+
+Roles: ``admin`` may do everything, including what changes the server for every user (catalog
+entries) and deciding approval requests; ``user`` may use and change their own data; ``read-only``
+permits only safe methods (GET/HEAD/OPTIONS): anything else with such a key is 403 FORBIDDEN.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import hashlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 from uuid import UUID, uuid4
 
 from assistant.clock import iso
+from assistant.config import KEY_ROLES, ConfiguredKey
+from assistant.config.core import KeyRole
 from assistant.errors import NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 
-Scope = Literal["full", "read"]
+Role = KeyRole
+ROLES = KEY_ROLES
 KEY_PREFIX = "ak_"
 HASH_PREFIX = "sha256:"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -34,31 +39,52 @@ def hash_key(key: str) -> str:
 @dataclass(frozen=True)
 class Principal:
     user_id: UUID
-    scope: Scope
+    role: Role
     key_name: str
 
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def read_only(self) -> bool:
+        return self.role == "read-only"
+
     def may(self, method: str) -> bool:
-        return self.scope == "full" or method.upper() in SAFE_METHODS
+        """Whether this key may use ``method`` at all (read-only keys: safe methods only)."""
+        return not self.read_only or method.upper() in SAFE_METHODS
+
+    def owner_filter(self) -> str | None:
+        """The user id whose resources this caller sees, or None for all (an admin)."""
+        return None if self.is_admin else str(self.user_id)
+
+
+def check_role(role: str) -> Role:
+    if role not in ROLES:
+        error = f"must be one of {', '.join(ROLES)} (got {role!r})"
+        raise ValidationFailed(f"role {error}", [{"field": "role", "error": error}])
+    return role  # type: ignore[return-value]
 
 
 class KeyStore:
-    def __init__(self, db: Database, configured: Mapping[str, UUID] | None = None):
+    def __init__(self, db: Database, configured: Mapping[str, ConfiguredKey | UUID] | None = None):
         self.db = db
-        self._configured = {hash_key(k): v for k, v in (configured or {}).items()}
+        self._configured: dict[str, ConfiguredKey] = {
+            hash_key(k): v if isinstance(v, ConfiguredKey) else ConfiguredKey(user_id=v)
+            for k, v in (configured or {}).items()
+        }
 
     def authenticate(self, key: str | None) -> Principal | None:
-        if not key:
+        if not key or key.startswith(HASH_PREFIX):  # never accept a hash as a key
             return None
-        digest = hash_key(key) if not key.startswith(HASH_PREFIX) else None  # never accept a hash as a key
-        if digest is None:
-            return None
-        user = self._configured.get(digest)
-        if user is not None:
-            return Principal(user, "full", "config")
-        row = self.db.one("SELECT user_id, scope, name FROM api_keys WHERE key_hash = ?", (digest,))
+        digest = hash_key(key)
+        found = self._configured.get(digest)
+        if found is not None:
+            return Principal(found.user_id, found.role, "config")
+        row = self.db.one("SELECT user_id, role, name FROM api_keys WHERE key_hash = ?", (digest,))
         if row is None:
             return None
-        return Principal(UUID(row["user_id"]), row["scope"], row["name"])
+        return Principal(UUID(row["user_id"]), row["role"], row["name"])
 
     def owner_user_id(self) -> UUID:
         """The user id of this installation's owner, created once."""
@@ -70,7 +96,7 @@ class KeyStore:
         return UUID(value)
 
     def create(
-        self, name: str, *, user_id: UUID | None = None, scope: Scope = "full", replace: bool = False
+        self, name: str, *, user_id: UUID | None = None, role: Role = "user", replace: bool = False
     ) -> tuple[str, Principal]:
         """Create a key; returns it (shown once) and its principal. Only the hash is stored.
 
@@ -78,8 +104,7 @@ class KeyStore:
         """
         if not name.strip():
             raise ValidationFailed("key name is empty", [{"field": "name", "error": "must not be empty"}])
-        if scope not in ("full", "read"):
-            raise ValidationFailed("unknown scope", [{"field": "scope", "error": "must be 'full' or 'read'"}])
+        role = check_role(role)
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         with self.db.transaction() as db:
             existing = db.query("SELECT user_id FROM api_keys WHERE name = ?", (name,))
@@ -92,10 +117,10 @@ class KeyStore:
             db.execute("DELETE FROM api_keys WHERE name = ?", (name,))
             user_id = user_id or self.owner_user_id()
             db.execute(
-                "INSERT INTO api_keys (key_hash, user_id, name, scope, created_at) VALUES (?, ?, ?, ?, ?)",
-                (hash_key(key), str(user_id), name, scope, iso()),
+                "INSERT INTO api_keys (key_hash, user_id, name, role, created_at) VALUES (?, ?, ?, ?, ?)",
+                (hash_key(key), str(user_id), name, role, iso()),
             )
-        return key, Principal(user_id, scope, name)
+        return key, Principal(user_id, role, name)
 
     def revoke(self, name: str) -> None:
         if self.db.scalar("SELECT count(*) FROM api_keys WHERE name = ?", (name,)) == 0:
@@ -103,7 +128,7 @@ class KeyStore:
         self.db.execute("DELETE FROM api_keys WHERE name = ?", (name,))
 
     def list(self) -> list[dict[str, str]]:
-        return self.db.query("SELECT name, user_id, scope, created_at FROM api_keys ORDER BY created_at")
+        return self.db.query("SELECT name, user_id, role, created_at FROM api_keys ORDER BY created_at")
 
     def count(self) -> int:
         return len(self._configured) + int(self.db.scalar("SELECT count(*) FROM api_keys"))

@@ -10,6 +10,7 @@ from typing import Any
 from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import build_agentic
 from assistant.catalog import build_catalog
+from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
@@ -172,9 +173,11 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     except Exception:
         db.close()
         raise
+    catalog = build_catalog(db, sealer, settings.commands)
+    tool_runs = ToolRunStore(db, sealer)
     chat = ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
-                       toolbox=toolbox, tool_settings=settings.tool_calling,
-                       tool_runs=ToolRunStore(db, sealer), profiles=profiles)
+                       toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,
+                       approvals=ToolApprovals(catalog.approvals, toolbox, conversations, tool_runs, catalog.audit))
     services = Services(
         settings=settings,
         db=db,
@@ -193,7 +196,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         tools=toolbox,
         commands=CommandService.create(settings, toolbox, queue),
         agentic=build_agentic(settings, db, sealer, queue, toolbox, profiles, chat.selector),
-        catalog=build_catalog(db, sealer, settings.commands),
+        catalog=catalog,
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
         voice=build_voice(settings, db, sealer=sealer),

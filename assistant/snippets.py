@@ -12,13 +12,17 @@ Two titles are the same when they are equal after Unicode NFC normalisation, cas
 (``str.casefold``) and collapsing each run of whitespace to one space (:func:`normalise_title`).
 
 **References.** A reference is ``/snippet`` at the start of a line or after whitespace, one or more
-spaces or tabs, then the title: the rest of that line, trimmed. One reference per line at most
-(whatever follows ``/snippet`` on the line is the title). ``/snippet`` glued to other text (in
+spaces or tabs, then a title: the LONGEST title of the user's snippets that the rest of the line
+starts with (compared like titles), ending at the end of the line or before a character that is not
+a letter, digit or "_" — so in "Hello /snippet Name!" the title is "Name" and the "!" stays, and with
+snippets "Intro" and "Intro long", "/snippet Intro long." names the second. Text after a title may
+hold further references. When no title matches, the reference runs to the end of the line (the
+rest of it, trimmed, is shown as the unknown title). ``/snippet`` glued to other text (in
 inline code, after a backtick; or ``a/snippet X``) is not a reference, nor is any line of a fenced
-code block (fences of three or more backticks or tildes). :func:`resolve` replaces the reference (from ``/snippet`` to
-the end of the line; text before it on the line stays) with the referenced snippet's content,
-itself resolved, minus one final line break. A reference that is not expanded stays as written,
-followed by a marker:
+code block (fences of three or more backticks or tildes). :func:`resolve` replaces the reference
+(``/snippet`` and the title; the text around it on the line stays) with the referenced snippet's
+content, itself resolved, minus one final line break. A reference that is not expanded stays as
+written, followed by a marker:
 
 - ``[snippet not found]`` — no snippet of the user has that title;
 - ``[cycle: A → B → A]`` — the snippet is already being expanded on this path (the marker shows the
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from uuid import uuid4
 
@@ -51,7 +55,7 @@ MAX_RESOLVED_CHARS = 1_000_000
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 FINAL_LINE_BREAK = re.compile(r"(?:\r\n|\r|\n)\Z")
-REFERENCE = re.compile(r"(?<!\S)/snippet[ \t]+(?=\S)(.*)")
+REFERENCE = re.compile(r"(?<!\S)/snippet[ \t]+(?=\S)")
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 
 #: Finds a snippet by normalised title: its ``(title, content)``, or None.
@@ -111,19 +115,44 @@ def content_problem(content: str) -> str | None:
 # --- the resolver (pure) ------------------------------------------------------------------------
 
 
-def resolve(title: str, content: str, find: Lookup, *, max_depth: int = MAX_DEPTH,
-            max_chars: int = MAX_RESOLVED_CHARS) -> str:
+def resolve(title: str, content: str, find: Lookup, *, titles: Collection[str] | None = None,
+            max_depth: int = MAX_DEPTH, max_chars: int = MAX_RESOLVED_CHARS) -> str:
     """``content`` of the snippet ``title`` with its references expanded (see the module doc).
 
-    ``find`` maps a normalised title (:func:`normalise_title`) to ``(title, content)`` or None; it
-    is called once per reference met, so a store can load contents lazily.
+    ``find`` maps a normalised title (:func:`normalise_title`) to ``(title, content)`` or None.
+    ``titles``, the normalised titles that exist, lets a reference be matched without calling
+    ``find`` for each candidate; without it, candidates are tried with ``find``, longest first.
     """
-    return _Resolver(find, max_depth, max_chars).expand(content, ((normalise_title(title), title),))
+    return _Resolver(find, titles, max_depth, max_chars).expand(content, ((normalise_title(title), title),))
+
+
+def title_ends(rest: str) -> list[int]:
+    """Where a title could end in ``rest`` (the text after ``/snippet `` on a line), longest
+    first: after a non-blank character that ends the line or is followed by a character that is
+    not a word character (letter, digit, "_") or is not one itself, within the first
+    MAX_TITLE_CHARS non-blank characters."""
+    ends: list[int] = []
+    seen = 0
+    for i, ch in enumerate(rest):
+        if ch.isspace():
+            continue
+        seen += 1
+        if seen > MAX_TITLE_CHARS:
+            break
+        after = rest[i + 1] if i + 1 < len(rest) else ""
+        if not after or not _is_word(after) or not _is_word(ch):
+            ends.append(i + 1)
+    return ends[::-1]
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 class _Resolver:
-    def __init__(self, find: Lookup, max_depth: int, max_chars: int):
+    def __init__(self, find: Lookup, titles: Collection[str] | None, max_depth: int, max_chars: int):
         self.find = find
+        self.titles = titles
         self.max_depth = max_depth
         self.budget = max_chars  # characters of snippet text (and markers) still allowed
 
@@ -133,17 +162,40 @@ class _Resolver:
         fence: str | None = None
         for i in range(0, len(parts), 2):
             fence, code = _fence_state(parts[i], fence)
-            match = None if code else REFERENCE.search(parts[i])
-            if match:
-                parts[i] = parts[i][:match.start()] + self.reference(match, chain)
+            if not code:
+                parts[i] = self.expand_line(parts[i], chain)
         return "".join(parts)
 
-    def reference(self, match: re.Match[str], chain: tuple[tuple[str, str], ...]) -> str:
-        written = match.group(0).rstrip()
-        key = normalise_title(match.group(1))
-        found = self.find(key)
-        if found is None:
-            return self.marked(written, "snippet not found")
+    def expand_line(self, line: str, chain: tuple[tuple[str, str], ...]) -> str:
+        out: list[str] = []
+        pos = 0
+        while match := REFERENCE.search(line, pos):
+            out.append(line[pos:match.start()])
+            rest = line[match.end():]
+            end, found = self.match_title(rest)
+            if found is None:  # unknown: the rest of the line is the title
+                out.append(self.marked(line[match.start():].rstrip(), "snippet not found"))
+                return "".join(out)
+            key = normalise_title(rest[:end])
+            if not rest[end:].strip():  # blanks that end the line go with the reference
+                end = len(rest)
+            out.append(self.reference(line[match.start():match.end() + end].rstrip(), key, found, chain))
+            pos = match.end() + end
+        out.append(line[pos:])
+        return "".join(out)
+
+    def match_title(self, rest: str) -> tuple[int, tuple[str, str] | None]:
+        """The longest title ``rest`` starts with: its end in ``rest`` and ``(title, content)``."""
+        for end in title_ends(rest):
+            key = normalise_title(rest[:end])
+            if self.titles is not None and key not in self.titles:
+                continue
+            found = self.find(key)
+            if found is not None:
+                return end, found
+        return 0, None
+
+    def reference(self, written: str, key: str, found: tuple[str, str], chain: tuple[tuple[str, str], ...]) -> str:
         title, content = found
         keys = [k for k, _ in chain]
         if key in keys:
@@ -258,8 +310,8 @@ class SnippetStore:
                 loaded[key] = (found.title, found.content)
             return loaded.get(key)
 
-        return ResolvedSnippet(snippet.id, snippet.title, resolve(snippet.title, snippet.content, find),
-                               snippet.content)
+        return ResolvedSnippet(snippet.id, snippet.title,
+                               resolve(snippet.title, snippet.content, find, titles=ids.keys()), snippet.content)
 
     # --- writes ----------------------------------------------------------------------------------
 

@@ -49,8 +49,9 @@ def make_settings(tmp_path: Path, clean_env: None) -> Callable[..., Settings]:
             "server": {"data_dir": str(tmp_path / "data")},
             "inference": {"backend": "scripted"},
             "memory": {"embedding_backend": "hashing"},  # deterministic and instant; MiniLM in integration
-            # Every registered tool on every message, so the scripted model's calls always reach the
-            # loop; the "auto" selection has its own tests (tests/assistant/tools/test_selection.py).
+            # Every registered tool on every message (the default, stated here so the scripted
+            # model's calls always reach the loop whatever the default); the "auto" selection has its
+            # own tests (tests/assistant/tools/test_selection.py).
             "tool_calling": {"selection": "all"},
         }
         return Settings.load(**_merge(base, sections))
@@ -124,7 +125,28 @@ def auth(api_key: str) -> dict[str, str]:
 
 @pytest.fixture
 def read_only_auth(services: Services) -> dict[str, str]:
-    key, _ = services.keys.create("reader", scope="read")
+    key, _ = services.keys.create("reader", role="read-only")
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def admin_key(services: Services) -> str:
+    """An admin key of the owner (the ``api_key`` fixture is the owner's ``user`` key)."""
+    key, _ = services.keys.create("admin", role="admin")
+    return key
+
+
+@pytest.fixture
+def admin_auth(admin_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {admin_key}"}
+
+
+@pytest.fixture
+def second_admin_auth(services: Services) -> dict[str, str]:
+    """An admin key of another user than the owner: it may decide the owner's approval requests."""
+    from uuid import uuid4
+
+    key, _ = services.keys.create("second admin", user_id=uuid4(), role="admin")
     return {"Authorization": f"Bearer {key}"}
 
 

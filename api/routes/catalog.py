@@ -1,9 +1,11 @@
 """The shell-command catalog: list, search, count, get, create, delete, execute; executions and the
 audit log.
 
-The catalog is server-wide: every key sees the same entries, executions, approvals and audit log.
-Read-only keys may use the GET routes; creating, deleting and executing need a full key (403
-otherwise). Every change and run is audited with the caller's user id.
+Entries are server-wide: every key sees the same entries. Creating and deleting entries need an
+admin key (403 otherwise); executing needs a user or admin key (a read-only key may only use the
+GET routes). Executions belong to the user who asked for them: a user key sees its own (another
+user's execution is 404), an admin key sees all; the same for the audit log's events. Every change
+and run is audited with the caller's user id.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import JSONResponse
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import AdminPrincipal, CurrentPrincipal, ServicesDep
 from api.schemas.catalog import (
     CATEGORIES,
     OSES,
@@ -27,7 +28,7 @@ from api.schemas.catalog import (
     CatalogCreate,
     ExecutionOut,
 )
-from api.schemas.common import AUTH_ERRORS, ErrorEnvelope, error_responses
+from api.schemas.common import ADMIN_ONLY, AUTH_ERRORS, ErrorEnvelope, error_responses
 from assistant.catalog import (
     AuditAction,
     Category,
@@ -108,9 +109,12 @@ def audit_log(
     """Every change, execution and decision, newest first: `action` is one of `created`, `deleted`,
     `execute`, `approval_requested`, `approved`, `denied`; `user_id` is the caller (null for the
     default entries the server created); `detail` says what happened (for `execute`: status, exit
-    code, duration). Details are sealed at rest. Rows keep the ids of entries deleted later."""
+    code, duration). Decisions on tool-call approvals are here too (no `catalog_id`). Details are
+    sealed at rest. Rows keep the ids of entries deleted later. An admin key sees every event; any
+    other key only the events of its own user."""
     events = catalog_of(services).audit.list(limit, offset, action=action,
-                                             catalog_id=str(catalog_id) if catalog_id else None)
+                                             catalog_id=str(catalog_id) if catalog_id else None,
+                                             user_id=user.owner_filter())
     return [AuditEventOut.of(e) for e in events]
 
 
@@ -123,15 +127,18 @@ def list_executions(
     offset: PageOffset = 0,
     catalog_id: Annotated[UUID | None, Query(description="Only executions of this catalog entry.")] = None,
 ) -> list[ExecutionOut]:
-    """Recorded executions, newest first, with their outputs (sealed at rest)."""
-    found = catalog_of(services).executions.list(limit, offset, str(catalog_id) if catalog_id else None)
+    """Recorded executions, newest first, with their outputs (sealed at rest). A user key lists its
+    own user's executions (including those of its approved requests); an admin key lists all."""
+    found = catalog_of(services).executions.list(limit, offset, str(catalog_id) if catalog_id else None,
+                                                 owner=user.owner_filter())
     return [ExecutionOut.of(x) for x in found]
 
 
 @router.get("/executions/{execution_id}", response_model=ExecutionOut,
             responses=error_responses(*AUTH_ERRORS, 404, 422, 503), summary="Get an execution")
 def get_execution(execution_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ExecutionOut:
-    return ExecutionOut.of(catalog_of(services).executions.get(str(execution_id)))
+    """One execution: the caller's own (another user's is 404), any for an admin key."""
+    return ExecutionOut.of(catalog_of(services).executions.get(str(execution_id), user.owner_filter()))
 
 
 @router.get("/{entry_id}", response_model=CatalogCommand, responses=error_responses(*AUTH_ERRORS, 404, 422, 503),
@@ -141,59 +148,66 @@ def get_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -
 
 
 @router.post("", status_code=201, response_model=CatalogCommand,
-             responses=error_responses(400, *AUTH_ERRORS, 409, 413, 422, 503), summary="Create a catalog command",
+             responses={**error_responses(400, *AUTH_ERRORS, 409, 413, 422, 503), **ADMIN_ONLY},
+             summary="Create a catalog command",
              description=(
-                 "Add a command to the catalog; the response is the stored entry. `name` and `command` must not be "
+                 "Add a command to the catalog (**admin key only**: any other role is 403 `FORBIDDEN`); the "
+                 "response is the stored entry. `name` and `command` must not be "
                  "blank; `name` is unique regardless of case (409 `CONFLICT` when taken). An unknown `category`, "
                  "`risk_level` or `os` is 422 with `details.fields` naming the allowed values. `requires_approval` "
-                 "defaults to false and is forced to true for risk `high` and `critical`.\n\n" + VALUE_SETS))
-def create_command(body: CatalogCreate, user: CurrentPrincipal, services: ServicesDep) -> CatalogCommand:
+                 "defaults to false and is forced to true for risk `high` and `critical`. `network` (default "
+                 "false) lets the command use the network in its sandbox.\n\n" + VALUE_SETS))
+def create_command(body: CatalogCreate, user: AdminPrincipal, services: ServicesDep) -> CatalogCommand:
     spec = spec_of(body.name, body.description, body.command, body.category, body.risk_level, body.os,
-                   body.requires_approval)
+                   body.requires_approval, body.network)
     return CatalogCommand.of(catalog_of(services).create(spec, str(user.user_id)))
 
 
 @router.post(
     "/{entry_id}/execute",
-    response_model=ExecutionOut,
+    response_model=ExecutionOut | ApprovalRequired,
     responses={
-        202: {"model": ApprovalRequired,
-              "description": "The entry requires approval: an approval request was created and nothing ran."},
+        200: {"description": "The execution; or, for an entry that requires approval, the approval request "
+                             "(`status: approval_required`): nothing ran."},
         **error_responses(*AUTH_ERRORS, 404, 409, 422, 503),
-        409: {"model": ErrorEnvelope, "description": "The entry is for another OS than the server's (CONFLICT; details.entry_os, "
-                             "details.server_os): nothing ran and no approval was requested."},
+        409: {"model": ErrorEnvelope, "description": "The entry is for another OS than the server's (CONFLICT; "
+                                                     "details.entry_os, details.server_os): nothing ran and no "
+                                                     "approval was requested."},
     },
     summary="Execute a catalog command",
 )
-def execute_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ExecutionOut | JSONResponse:
+def execute_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ExecutionOut | ApprovalRequired:
     """Run the command now through the server's shell (`/bin/sh -c`; `cmd.exe /c` on Windows) and
     answer 200 with the recorded execution: `status` completed | failed | timed_out, `exit_code`,
     `stdout`, `stderr`, `duration_ms`, `truncated`. The run is bounded by
     `commands.execution_timeout_secs` (default 30; the whole process group is killed) and each of
     stdout and stderr keeps its first `commands.max_output_bytes` (default 65,536). A failing
-    command is a 200 with `status: failed`, not an error.
+    command is a 200 with `status: failed`, not an error. A user or admin key may execute; the
+    execution belongs to the caller's user.
 
-    When the entry has `requires_approval` true, nothing runs: an approval request is created and
-    the answer is **202** `{status: "approval_required", approval_id, catalog_id, message, approval}`;
-    approve it with `POST /v1/approvals/{approval_id}/approve`. An entry whose `os` is neither `any`
-    nor the server's OS is 409 `CONFLICT`."""
+    When the entry has `requires_approval` true, nothing runs: an approval request of the
+    caller's user is created and the answer is **200** `{status: "approval_required",
+    approval_id, catalog_id, message, approval}`; an admin other than the requester approves it
+    with `POST /v1/approvals/{approval_id}/approve`. An entry whose `os` is neither `any` nor the
+    server's OS is 409 `CONFLICT`."""
     result = catalog_of(services).execute(str(entry_id), str(user.user_id))
     if result.approval is not None:
         approval = result.approval
-        body = ApprovalRequired(
-            approval_id=approval.id, catalog_id=approval.catalog_id,
-            message=f"{approval.catalog_name!r} requires approval: nothing ran; approve with "
-                    f"POST /v1/approvals/{approval.id}/approve",
+        return ApprovalRequired(
+            approval_id=approval.id, catalog_id=approval.catalog_id or "",
+            message=f"{approval.catalog_name!r} requires approval: nothing ran; an admin other than you decides "
+                    f"with POST /v1/approvals/{approval.id}/approve",
             approval=ApprovalOut.of(approval),
         )
-        return JSONResponse(body.model_dump(), status_code=202)
     return ExecutionOut.of(result.execution)  # type: ignore[arg-type]
 
 
 @router.delete("/{entry_id}", status_code=204, response_class=Response,
-               responses=error_responses(*AUTH_ERRORS, 404, 422, 503), summary="Delete a catalog command")
-def delete_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> Response:
-    """Remove the entry (a default entry too: it does not come back at a restart). Its pending
-    approval requests are denied; its executions and audit events are kept."""
+               responses={**error_responses(*AUTH_ERRORS, 404, 422, 503), **ADMIN_ONLY},
+               summary="Delete a catalog command")
+def delete_command(entry_id: UUID, user: AdminPrincipal, services: ServicesDep) -> Response:
+    """Remove the entry (**admin key only**: any other role is 403 `FORBIDDEN`; a default entry
+    too: it does not come back at a restart). Its pending approval requests are denied; its
+    executions and audit events are kept."""
     catalog_of(services).delete(str(entry_id), str(user.user_id))
     return Response(status_code=204)

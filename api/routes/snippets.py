@@ -69,11 +69,15 @@ def resolve_snippet(snippet_id: UUID, user: CurrentPrincipal, services: Services
     snippets.
 
     - A reference is `/snippet` at the start of a line or after whitespace, then spaces or tabs,
-      then the title: **the rest of the line, trimmed** (one reference per line). Titles match
-      case-insensitively. `/snippet` right after other characters (e.g. in inline code) and lines
-      of fenced code blocks (three or more backticks or tildes) are not references.
-    - The reference (from `/snippet` to the end of its line) is replaced by the referenced
-      snippet's resolved content, minus one final line break; text before it on the line stays.
+      then a title: **the longest of the caller's titles** the rest of the line starts with
+      (case-insensitively, whitespace runs as one space), ending at the end of the line or before a
+      character that is not a letter, digit or `_`: in `Hello /snippet Name!` the title is `Name`
+      and the `!` stays. Text after a title may hold more references. When no title matches, the
+      rest of the line (trimmed) is the unknown title. `/snippet` right after other characters
+      (e.g. in inline code) and lines of fenced code blocks (three or more backticks or tildes)
+      are not references.
+    - The reference (`/snippet` and its title) is replaced by the referenced snippet's resolved
+      content, minus one final line break; the text around it on the line stays.
     - Depth: the snippet itself is depth 0; references are expanded up to depth 10.
     - A reference that is not expanded stays as written, followed by a marker:
       `[snippet not found]`; `[cycle: A → B → A]` when the snippet is already being expanded on

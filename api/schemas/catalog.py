@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -43,6 +44,8 @@ class CatalogCreate(BaseModel):
     risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.")
     os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.")
     requires_approval: bool = Field(False, description="Forced to true for risk_level high and critical.")
+    network: bool = Field(False, description="Whether the command may use the network. Commands run in a sandbox "
+                                             "without network access unless this is true.")
 
     @field_validator("name", "command")
     @classmethod
@@ -79,6 +82,7 @@ class CatalogCommand(BaseModel):
     os: str = Field(description=f"One of {OSES}.")
     requires_approval: bool = Field(description="True makes execution create an approval request instead of "
                                                 "running; always true for risk high and critical.")
+    network: bool = Field(description="Whether the command may use the network in its sandbox.")
     created_at: str
     updated_at: str
 
@@ -86,7 +90,7 @@ class CatalogCommand(BaseModel):
     def of(cls, e: CatalogEntry) -> CatalogCommand:
         return cls(id=e.id, name=e.name, description=e.description, command=e.command, category=e.category.value,
                    risk_level=e.risk_level.value, os=e.os.value, requires_approval=e.requires_approval,
-                   created_at=e.created_at, updated_at=e.updated_at)
+                   network=e.network, created_at=e.created_at, updated_at=e.updated_at)
 
 
 class CatalogCount(BaseModel):
@@ -97,7 +101,8 @@ class ExecutionOut(BaseModel):
     execution_id: str
     catalog_id: str
     approval_id: str | None = Field(description="The approval request it ran for, if any.")
-    user_id: str | None = Field(description="Who executed it (for an approved request: the approver).")
+    user_id: str | None = Field(description="Who asked for it, and owns it (for an approved request: the "
+                                            "requester; the approver is the approval's decided_by).")
     command: str = Field(description="The command text that ran.")
     status: str = Field(description="completed (exit code 0), failed (non-zero exit code, or the shell could "
                                     "not start) or timed_out (killed at commands.execution_timeout_secs).")
@@ -118,21 +123,31 @@ class ExecutionOut(BaseModel):
 
 class ApprovalOut(BaseModel):
     id: str
-    catalog_id: str
-    catalog_name: str
-    command: str = Field(description="The command text that runs if approved.")
-    risk_level: str
+    kind: str = Field(description="`command` (a catalog entry's command) or `tool_call` (a call of the chat's "
+                                  "tool-calling loop, for a tool in tool_calling.require_approval_for).")
     status: str = Field(description="pending, approved (approved and running), denied or executed.")
-    requested_by: str | None
+    requested_by: str | None = Field(description="The user who asked (the executing key's or the chat's user); "
+                                                 "the request is theirs.")
     requested_at: str
-    decided_by: str | None
+    decided_by: str | None = Field(description="The admin who decided (never the requester).")
     decided_at: str | None
     reason: str | None = Field(description="The reason given with the decision, if any.")
-    execution_id: str | None = Field(description="Set once the approved command ran.")
+    catalog_id: str | None = Field(description="kind command: the catalog entry.")
+    catalog_name: str | None = Field(description="kind command: the entry's name.")
+    command: str | None = Field(description="kind command: the command text that runs if approved.")
+    risk_level: str | None = Field(description="kind command: the entry's risk level.")
+    execution_id: str | None = Field(description="kind command: set once the approved command ran.")
+    tool_name: str | None = Field(description="kind tool_call: the tool.")
+    arguments: dict[str, Any] | None = Field(description="kind tool_call: the arguments it runs with if approved.")
+    conversation_id: str | None = Field(description="kind tool_call: the conversation it was asked in.")
+    message_id: str | None = Field(description="kind tool_call: the reply that asked for it.")
+    tool_run_id: str | None = Field(description="kind tool_call: the tool run recorded once it ran.")
+    result: Any = Field(None, description="kind tool_call: what the tool returned once approved and run.")
+    error: str | None = Field(description="kind tool_call: the tool's error, when the approved call failed.")
 
     @classmethod
     def of(cls, a: Approval) -> ApprovalOut:
-        return cls(**{**asdict(a), "status": a.status.value})
+        return cls(**{**asdict(a), "status": a.status.value, "kind": a.kind.value})
 
 
 class ApprovalRequired(BaseModel):

@@ -40,3 +40,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 AUTH_ERRORS = (401, 403, 429)
+
+ADMIN_ONLY = {403: {"model": ErrorEnvelope, "description": (
+    "The key's role is not admin (FORBIDDEN; details.required_role is `admin`, details.role the key's), "
+    "or the key is read-only")}}
+"""Merge after ``error_responses(...)`` on a route that needs an admin key."""

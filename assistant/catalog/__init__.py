@@ -4,7 +4,7 @@
 :class:`SubprocessRunner` runs commands behind the :class:`CommandRunner` contract.
 """
 
-from assistant.catalog.approvals import Approval, ApprovalStatus
+from assistant.catalog.approvals import Approval, ApprovalKind, ApprovalStatus, ApprovalStore
 from assistant.catalog.audit import AuditAction, AuditEvent
 from assistant.catalog.defaults import DEFAULT_ENTRIES, EntrySpec
 from assistant.catalog.executions import Execution
@@ -14,7 +14,7 @@ from assistant.catalog.store import CatalogEntry, EntryFilter, spec_of
 from assistant.catalog.values import Category, RiskLevel, TargetOs, current_os
 
 __all__ = [
-    "DEFAULT_ENTRIES", "Approval", "ApprovalStatus", "AuditAction", "AuditEvent", "CatalogEntry", "Category",
+    "DEFAULT_ENTRIES", "Approval", "ApprovalKind", "ApprovalStatus", "ApprovalStore", "AuditAction", "AuditEvent", "CatalogEntry", "Category",
     "CommandCatalog", "CommandRunner", "EntryFilter", "EntrySpec", "ExecuteResult", "Execution", "ExecutionStatus",
     "RiskLevel", "RunOutcome", "SubprocessRunner", "TargetOs", "build_catalog", "current_os", "spec_of",
 ]

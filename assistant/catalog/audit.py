@@ -52,15 +52,13 @@ class AuditLog:
         return event
 
     def list(self, limit: int = 100, offset: int = 0, *, action: AuditAction | None = None,
-             catalog_id: str | None = None) -> list[AuditEvent]:
-        """Newest first (by time, then by the order of recording)."""
+             catalog_id: str | None = None, user_id: str | None = None) -> list[AuditEvent]:
+        """Newest first (by time, then by the order of recording); only ``user_id``'s when given."""
         clauses, params = [], []
-        if action is not None:
-            clauses.append("action = ?")
-            params.append(action.value)
-        if catalog_id is not None:
-            clauses.append("catalog_id = ?")
-            params.append(str(catalog_id))
+        for column, value in (("action", action), ("catalog_id", catalog_id), ("user_id", user_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(str(value))
         where = " WHERE " + " AND ".join(clauses) if clauses else ""
         rows = self.db.query(f"SELECT * FROM command_audit{where} ORDER BY at DESC, rowid DESC LIMIT ? OFFSET ?",
                              (*params, limit, offset))

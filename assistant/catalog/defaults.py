@@ -23,6 +23,7 @@ class EntrySpec:
     risk_level: RiskLevel
     os: TargetOs
     requires_approval: bool = False
+    network: bool = False  # the command may use the network (its sandbox has none otherwise)
 
 
 def _ps(script: str) -> str:

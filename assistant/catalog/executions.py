@@ -1,4 +1,8 @@
-"""Recorded executions of catalog commands. Outputs can hold user data: they are sealed at rest."""
+"""Recorded executions of catalog commands. Outputs can hold user data: they are sealed at rest.
+
+An execution belongs to the user who asked for it (for an approved request: its requester):
+``owner`` arguments restrict reads to one user's executions (None: every execution, for admins).
+"""
 
 from __future__ import annotations
 
@@ -52,15 +56,21 @@ class ExecutionStore:
         )
         return execution
 
-    def get(self, execution_id: str) -> Execution:
+    def get(self, execution_id: str, owner: str | None = None) -> Execution:
         row = self.db.one("SELECT * FROM command_executions WHERE id = ?", (str(execution_id),))
-        if row is None:
+        if row is None or (owner is not None and row["user_id"] != str(owner)):
             raise NotFoundError(f"execution {execution_id} not found")
         return self._execution(row)
 
-    def list(self, limit: int = 100, offset: int = 0, catalog_id: str | None = None) -> list[Execution]:
-        """Newest first."""
-        where, params = ("WHERE catalog_id = ? ", [str(catalog_id)]) if catalog_id else ("", [])
+    def list(self, limit: int = 100, offset: int = 0, catalog_id: str | None = None, *,
+             owner: str | None = None) -> list[Execution]:
+        """Newest first; only ``owner``'s when given."""
+        clauses, params = [], []
+        for column, value in (("catalog_id", catalog_id), ("user_id", owner)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(str(value))
+        where = "WHERE " + " AND ".join(clauses) + " " if clauses else ""
         rows = self.db.query(f"SELECT * FROM command_executions {where}ORDER BY executed_at DESC, rowid DESC "
                              "LIMIT ? OFFSET ?", (*params, limit, offset))
         return [self._execution(r) for r in rows]

@@ -51,8 +51,9 @@ class RunOutcome:
 
 
 class CommandRunner(Protocol):
-    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int) -> RunOutcome:
-        """Run ``command`` in a shell; never raises for a failing command."""
+    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int, network: bool = False) -> RunOutcome:
+        """Run ``command`` in a shell (with network access when ``network``); never raises for a
+        failing command."""
         ...
 
 
@@ -90,7 +91,7 @@ class SubprocessRunner:
     def __init__(self, cwd: str | None = None):
         self.cwd = cwd
 
-    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int) -> RunOutcome:
+    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int, network: bool = False) -> RunOutcome:
         started = time.monotonic()
         try:
             proc = subprocess.Popen(command, shell=True, cwd=self.cwd, stdin=subprocess.DEVNULL,

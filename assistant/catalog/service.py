@@ -2,15 +2,18 @@
 
 Commands are server-wide (every user sees the same catalog); every change, run and decision is
 audited with the caller's user id. Executing an entry that ``requires_approval`` creates an
-approval request and runs nothing; approving it runs the command once. An entry written for
-another OS than the server's is refused before anything is recorded.
+approval request and runs nothing; approving it (someone other than the requester: see
+:mod:`assistant.catalog.approvals`) runs the command once. An execution belongs to the user who
+asked for it: for an approved request, the requester (the approver is the request's
+``decided_by`` and the audit event's user). An entry written for another OS than the server's is
+refused before anything is recorded. The entry's ``network`` flag is handed to the runner.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from assistant.catalog.approvals import MAX_REASON_CHARS, Approval, ApprovalStatus, ApprovalStore
+from assistant.catalog.approvals import Approval, ApprovalKind, ApprovalStatus, ApprovalStore, clean_reason
 from assistant.catalog.audit import AuditAction, AuditLog
 from assistant.catalog.defaults import EntrySpec
 from assistant.catalog.executions import Execution, ExecutionStore
@@ -19,7 +22,7 @@ from assistant.catalog.store import CatalogEntry, CatalogStore
 from assistant.catalog.values import TargetOs, current_os
 from assistant.config import CommandsSettings
 from assistant.crypto import Sealer
-from assistant.errors import ConflictError, ValidationFailed
+from assistant.errors import ConflictError, NotFoundError
 from assistant.storage.db import Database
 
 DELETED_REASON = "the catalog entry was deleted"
@@ -65,7 +68,7 @@ class CommandCatalog:
         pending = self.approvals.pending_for(entry.id)
         for approval in pending:
             try:
-                self.approvals.decide(approval.id, user_id, ApprovalStatus.DENIED, DELETED_REASON)
+                self.approvals.decide(approval.id, user_id, ApprovalStatus.DENIED, DELETED_REASON, by_requester=True)
             except ConflictError:  # decided meanwhile
                 continue
             self.audit.record(AuditAction.DENIED, user_id, f"denied running {entry.name!r}: {DELETED_REASON}",
@@ -96,29 +99,46 @@ class CommandCatalog:
                               f"{entry.name!r} needs approval (risk {entry.risk_level.value})",
                               catalog_id=entry.id, approval_id=approval.id)
             return ExecuteResult(approval=approval)
-        return ExecuteResult(execution=self._run(entry.id, entry.name, entry.command, user_id))
+        return ExecuteResult(execution=self._run(entry.id, entry.name, entry.command, user_id,
+                                                 network=entry.network))
 
     def approve(self, approval_id: str, user_id: str | None, reason: str | None = None) -> tuple[Approval, Execution]:
-        """Approve a pending request and run its command, once; ConflictError if already decided."""
-        reason = _reason(reason)
+        """Approve a pending request and run its command, once. ConflictError if already decided,
+        ForbiddenError if ``user_id`` requested it. The command runs with the entry's ``network``
+        flag as it is now (no network when the entry was deleted meanwhile: its requests are denied
+        then, so this is only a race)."""
+        reason = clean_reason(reason)
+        self._check_command(approval_id)
         approval = self.approvals.decide(approval_id, user_id, ApprovalStatus.APPROVED, reason)
         self.audit.record(AuditAction.APPROVED, user_id, _decision("approved", approval.catalog_name, reason),
                           catalog_id=approval.catalog_id, approval_id=approval.id)
-        execution = self._run(approval.catalog_id, approval.catalog_name, approval.command, user_id, approval.id)
+        try:
+            network = self.entries.get(approval.catalog_id).network
+        except NotFoundError:
+            network = False
+        execution = self._run(approval.catalog_id, approval.catalog_name, approval.command,  # type: ignore[arg-type]
+                              approval.requested_by, approval.id, network=network, actor=user_id)
         return self.approvals.executed(approval.id, execution.id), execution
 
     def deny(self, approval_id: str, user_id: str | None, reason: str | None = None) -> Approval:
-        reason = _reason(reason)
+        reason = clean_reason(reason)
+        self._check_command(approval_id)
         approval = self.approvals.decide(approval_id, user_id, ApprovalStatus.DENIED, reason)
         self.audit.record(AuditAction.DENIED, user_id, _decision("denied", approval.catalog_name, reason),
                           catalog_id=approval.catalog_id, approval_id=approval.id)
         return approval
 
+    def _check_command(self, approval_id: str) -> None:
+        if self.approvals.get(approval_id).kind is not ApprovalKind.COMMAND:
+            raise ConflictError(f"approval {approval_id} is not a catalog command (decide it as a tool call)")
+
     def _run(self, catalog_id: str, name: str, command: str, user_id: str | None,
-             approval_id: str | None = None) -> Execution:
+             approval_id: str | None = None, *, network: bool = False, actor: str | None = None) -> Execution:
+        """Run ``command`` for ``user_id`` (the execution's owner); ``actor`` (default: the owner)
+        is the audit event's user."""
         try:
             outcome = self.runner.run(command, timeout_secs=self.settings.execution_timeout_secs,
-                                      max_output_bytes=self.settings.max_output_bytes)
+                                      max_output_bytes=self.settings.max_output_bytes, network=network)
         except Exception as exc:  # noqa: BLE001 - a runner must not raise; if one does, the run is recorded as failed
             outcome = RunOutcome(None, "", f"the command could not run: {exc}", 0)
         execution = self.executions.record(catalog_id, command, user_id, outcome, approval_id)
@@ -126,8 +146,8 @@ class CommandCatalog:
         if execution.exit_code is not None:
             detail += f", exit code {execution.exit_code}"
         detail += f", {execution.duration_ms} ms" + (", output truncated" if execution.truncated else "")
-        self.audit.record(AuditAction.EXECUTE, user_id, detail, catalog_id=catalog_id, approval_id=approval_id,
-                          execution_id=execution.id)
+        self.audit.record(AuditAction.EXECUTE, actor or user_id, detail, catalog_id=catalog_id,
+                          approval_id=approval_id, execution_id=execution.id)
         return execution
 
 
@@ -141,16 +161,9 @@ def build_catalog(db: Database, sealer: Sealer, settings: CommandsSettings) -> C
 
 def _describe(entry: CatalogEntry) -> str:
     return (f"created {entry.name!r} ({entry.category.value}, risk {entry.risk_level.value}, "
-            f"os {entry.os.value}{', requires approval' if entry.requires_approval else ''})")
+            f"os {entry.os.value}{', requires approval' if entry.requires_approval else ''}"
+            f"{', network' if entry.network else ''})")
 
 
 def _decision(verb: str, name: str, reason: str | None) -> str:
     return f"{verb} running {name!r}" + (f": {reason}" if reason else "")
-
-
-def _reason(reason: str | None) -> str | None:
-    reason = (reason or "").strip() or None
-    if reason is not None and len(reason) > MAX_REASON_CHARS:
-        error = f"must be at most {MAX_REASON_CHARS} characters (got {len(reason)})"
-        raise ValidationFailed(f"reason {error}", [{"field": "reason", "error": error}])
-    return reason

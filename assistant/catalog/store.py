@@ -1,4 +1,5 @@
-"""Catalog entries: server-wide shell commands with a category, a risk level and a target OS.
+"""Catalog entries: server-wide shell commands with a category, a risk level and a target OS, and
+whether they may use the network (``network``, false by default: their sandbox has none).
 
 Names are unique regardless of case. Entries of risk ``high`` or ``critical`` always require
 approval (the flag is forced on, and the schema refuses a row without it). The defaults are created
@@ -35,6 +36,7 @@ class CatalogEntry:
     os: TargetOs
     requires_approval: bool
     is_default: bool
+    network: bool
     created_by: str | None
     created_at: str
     updated_at: str
@@ -59,7 +61,7 @@ class EntryFilter:
 
 
 def spec_of(name: str, description: str, command: str, category: str, risk_level: str, os: str,
-            requires_approval: bool = False) -> EntrySpec:
+            requires_approval: bool = False, network: bool = False) -> EntrySpec:
     """A validated :class:`EntrySpec` from raw values; ValidationFailed lists every bad field."""
     fields: list[dict[str, str]] = []
     name, command = name.strip(), command.strip()
@@ -85,7 +87,7 @@ def spec_of(name: str, description: str, command: str, category: str, risk_level
         raise ValidationFailed(f"invalid catalog entry: {summary}", fields)
     risk = values["risk_level"]
     return EntrySpec(name, description.strip(), command, values["category"], risk, values["os"],
-                     bool(requires_approval) or risk.needs_approval)
+                     bool(requires_approval) or risk.needs_approval, bool(network))
 
 
 class CatalogStore:
@@ -132,10 +134,10 @@ class CatalogStore:
         try:
             self.db.execute(
                 "INSERT INTO command_catalog (id, name, description, command, category, risk_level, os, "
-                "requires_approval, is_default, created_by, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "requires_approval, is_default, network, created_by, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (entry_id, spec.name, spec.description, spec.command, spec.category.value, spec.risk_level.value,
-                 spec.os.value, int(requires), int(is_default), created_by, now, now),
+                 spec.os.value, int(requires), int(is_default), int(spec.network), created_by, now, now),
             )
         except apsw.ConstraintError:
             if self.db.one("SELECT 1 FROM command_catalog WHERE name = ?", (spec.name,)) is not None:
@@ -172,5 +174,5 @@ def _entry(row: dict) -> CatalogEntry:
         id=row["id"], name=row["name"], description=row["description"], command=row["command"],
         category=Category(row["category"]), risk_level=RiskLevel(row["risk_level"]), os=TargetOs(row["os"]),
         requires_approval=bool(row["requires_approval"]), is_default=bool(row["is_default"]),
-        created_by=row["created_by"], created_at=row["created_at"], updated_at=row["updated_at"],
+        network=bool(row["network"]), created_by=row["created_by"], created_at=row["created_at"], updated_at=row["updated_at"],
     )

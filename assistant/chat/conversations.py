@@ -66,7 +66,10 @@ class ConversationStore:
         return [self._conversation(r) for r in rows]
 
     def history(self, conversation_id: str, limit: int) -> list[ChatMessage]:
-        """The last ``limit`` messages, oldest first."""
+        """The last ``limit`` messages, oldest first. A stored ``tool`` message (the outcome of a
+        tool call decided after the reply that asked for it, see :meth:`add_note`) answers no call
+        of the new prompt, and backends refuse a tool message without its call: it is given to the
+        model as a user-turn note, whose text says what it is."""
         if limit <= 0:
             return []
         rows = self.db.query(
@@ -74,8 +77,28 @@ class ConversationStore:
             "WHERE m.conversation_id = ? ORDER BY m.seq DESC LIMIT ?",
             (conversation_id, limit),
         )
-        return [ChatMessage(r["role"], self._open(r["content"], "messages", "content", r["id"], r["user_id"]))
+        return [ChatMessage("user" if r["role"] == "tool" else r["role"],
+                            self._open(r["content"], "messages", "content", r["id"], r["user_id"]))
                 for r in reversed(rows)]
+
+    def add_note(self, user_id: UUID | str, conversation_id: str, content: str, role: str = "tool") -> str | None:
+        """Append one message to ``user_id``'s conversation (sealed like the others); its id, or
+        None when there is no such conversation of that user."""
+        message_id = str(uuid4())
+        now = iso()
+        with self.db.transaction() as db:
+            if db.one("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?",
+                      (conversation_id, str(user_id))) is None:
+                return None
+            seq = db.scalar("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation_id,))
+            sealed = self.sealer.seal(content, SealContext("messages", "content", message_id, str(user_id)))
+            db.execute(
+                "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
+                "created_at, seq) VALUES (?, ?, ?, ?, NULL, 0, 0, ?, ?)",
+                (message_id, conversation_id, role, sealed, now, seq + 1),
+            )
+            db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+        return message_id
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
         rows = self.db.query(

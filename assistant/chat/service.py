@@ -5,7 +5,8 @@
 
 With tool calling enabled and tools registered, a free-form message goes through the tool loop
 (:mod:`assistant.chat.tool_loop`): the final answer still streams as ``message`` deltas, and what the
-tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. A message that
+tools did is kept (:mod:`assistant.chat.tool_runs`) and returned with ``done``. Calls that need
+approval become approval requests of the chat's user (:mod:`assistant.chat.approvals`). A message that
 starts with ``/`` is a command, not a question, and never reaches a tool; ``enabled_tools: []``
 turns tools off for one request.
 
@@ -16,7 +17,10 @@ autonomy; other profiles add one line each) is appended to the system prompt (th
 ``system_prompt`` or the configured one), never replacing it. Generation options: a request value
 wins over the primary profile's override, which wins over its verbosity's max_tokens hint, which
 wins over the configuration. Tools: the request's ``enabled_tools`` when given; otherwise, when
-some of the primary profile's skills name registered tools, only those tools; otherwise all.
+some of the primary profile's skills name registered tools, only those tools; otherwise all —
+narrowed to the ones the message is about only with ``[tool_calling] selection = "auto"``.
+A request resolves its profiles once (:meth:`ChatService.resolve_profiles`, one store query) into
+one :class:`ProfileApplication` that validation, the prompt, the options and the tools all read.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from assistant.agents.profiles import ProfileApplication, ProfileStore, apply_profiles
+from assistant.agents.profiles import ProfileApplication, ProfileStore
+from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
 from assistant.chat.tool_runs import ToolRun, ToolRunStore
@@ -110,7 +115,9 @@ class ChatService:
         toolbox: Toolbox | None = None,
         tool_settings: ToolCallingSettings | None = None,
         tool_runs: ToolRunStore | None = None,
+        approvals: ToolApprovals | None = None,
     ):
+        self.approvals = approvals
         self.memory = memory
         self.memory_settings = memory_settings or MemorySettings()
         self.toolbox = toolbox
@@ -142,8 +149,8 @@ class ChatService:
                       query_vector: Any = None) -> tuple[str, ...] | None:
         """The tools this message is offered, or None for the plain chat flow. Named tools
         (``enabled_tools``) are offered as asked; otherwise those of the primary profile's skills or
-        all registered, narrowed to the ones the message is about unless ``selection = "all"``
-        (:mod:`assistant.tools.selection`)."""
+        all registered (``selection = "all"``, the default), or with ``selection = "auto"`` only the
+        ones the message is about (:mod:`assistant.tools.selection`)."""
         if not self.uses_tools(request):
             return None
         if request.enabled_tools is not None:
@@ -154,17 +161,17 @@ class ChatService:
         chosen = self.selector.select(request.message, candidates, query_vector)
         return tuple(chosen) if chosen else None
 
-    def validate(self, request: ChatRequest, user_id: UUID | str | None = None) -> None:
-        """Refuse references to things that do not exist, naming each one (profile ids are looked
-        up among ``user_id``'s profiles: another user's profile is unknown)."""
+    def validate(self, request: ChatRequest, profiles: ProfileApplication | None = None) -> None:
+        """Refuse references to things that do not exist, naming each one: unknown tools, and the
+        profile ids ``profiles`` (:meth:`resolve_profiles`) did not find among the user's profiles
+        (another user's profile is unknown). Without ``profiles`` every named id is unknown."""
         fields = []
         names = set(self.tool_names)
         for tool in request.enabled_tools or ():
             if tool not in names:
                 known = ", ".join(sorted(names)) or "none are registered"
                 fields.append({"field": "enabled_tools", "error": f"unknown tool {tool!r} (registered: {known})"})
-        ids = list(dict.fromkeys(request.mentioned_profile_ids))
-        unknown = ids if self.profiles is None or user_id is None else self.profiles.missing(user_id, ids)
+        unknown = profiles.unknown if profiles is not None else tuple(dict.fromkeys(request.mentioned_profile_ids))
         for profile in unknown:
             fields.append({"field": "mentioned_profile_ids", "error": f"unknown agent profile {profile!r}"})
         limit = self.settings.context_length
@@ -173,12 +180,13 @@ class ChatService:
         if fields:
             raise ValidationFailed("request validation failed: " + "; ".join(f["error"] for f in fields), fields)
 
-    def apply_profiles(self, user_id: UUID | str, request: ChatRequest) -> ProfileApplication:
-        """The profiles ``request`` names (ids, then ``@name`` mentions), applied to its message."""
+    def resolve_profiles(self, user_id: UUID | str, request: ChatRequest) -> ProfileApplication:
+        """The profiles ``request`` names (ids, then ``@name`` mentions), applied to its message,
+        with the ids that are not the user's in ``unknown``: one visit to the store per request."""
         if self.profiles is None:
-            return ProfileApplication()
-        found = self.profiles.resolve(user_id, request.mentioned_profile_ids, request.message)
-        return apply_profiles(found, user_prompt=request.message, registered_tools=self.tool_names)
+            return ProfileApplication(unknown=tuple(dict.fromkeys(request.mentioned_profile_ids)))
+        return self.profiles.for_message(user_id, request.mentioned_profile_ids, request.message,
+                                         registered_tools=self.tool_names)
 
     def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "",
                 separate_context: bool = False, profiles: ProfileApplication | None = None) -> list[ChatMessage]:
@@ -214,10 +222,10 @@ class ChatService:
     async def stream(self, user_id: UUID | str, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored (and learned
         from) before ``done``. Relevant memories are injected into the system prompt."""
-        self.validate(request, user_id)
+        profiles = self.resolve_profiles(user_id, request)
+        self.validate(request, profiles)
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
-        profiles = self.apply_profiles(user_id, request)
         memory_on = self.memory is not None and self.memory_settings.enabled
         query_vector = None
         context = ""
@@ -236,9 +244,12 @@ class ChatService:
         finished: Finished | None = None
         loop_result: LoopResult | None = None
         ok = False
+        # Known before the run, so that tool-call approval requests can name the reply and its conversation.
+        conversation_id, reply_id = request.conversation_id or str(uuid4()), str(uuid4())
         try:
             if use_tools:
-                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings)
+                gate = self.approvals.gate(user_id, conversation_id, reply_id) if self.approvals is not None else None
+                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, enabled):
                     if event.type is LoopEventType.MESSAGE_DELTA:
@@ -271,7 +282,8 @@ class ChatService:
         reply = "".join(parts)
         conversation_id, message_id, created_at = self.conversations.record_exchange(
             user_id=user_id,
-            conversation_id=request.conversation_id,
+            conversation_id=conversation_id,
+            reply_id=reply_id,
             user_message=request.message,
             reply=reply,
             model=finished.model,

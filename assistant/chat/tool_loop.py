@@ -4,7 +4,11 @@ A run sends the conversation and the tool schemas to the model; a reply with too
 or JSON in the content) is executed — in parallel when ``parallel_tool_execution`` — and the
 results are appended as tool-role messages; the loop repeats until the model answers in text,
 ``max_iterations`` model turns have run, or a timeout passes. Calls named in
-``require_approval_for`` are not run: each becomes an approval request the model is told about.
+``require_approval_for`` are not run: each becomes an approval request, stored through the loop's
+:class:`ApprovalGate` (the chat's: a record an admin decides through ``/v1/approvals``), and the
+model is told that the call waits for approval. Without a gate (a run nobody can approve, such as
+an agentic sub-agent) such a call is refused as an error. The decision's outcome reaches the model
+in the conversation's next turn (see :mod:`assistant.chat.approvals`).
 A malformed call, an unknown or disabled tool, bad arguments and a tool that raises are reported
 back to the model as that call's result; they never fail the request. Every step is an event
 (``LoopEvent``) given to ``on_event``; every tool run is kept as a ``ToolRecord``.
@@ -19,8 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
-from uuid import uuid4
+from typing import Any, Protocol
 
 from assistant.config import ToolCallingSettings
 from assistant.errors import ServiceUnavailableError
@@ -114,6 +117,12 @@ class ApprovalRequest:
     call: ToolCall
 
 
+class ApprovalGate(Protocol):
+    def __call__(self, call: ToolCall) -> str:
+        """Store an approval request for ``call`` (its arguments are valid); returns its id."""
+        ...
+
+
 @dataclass
 class LoopResult:
     content: str
@@ -148,7 +157,9 @@ class ToolLoop:
         *,
         on_event: Callable[[LoopEvent], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        approvals: ApprovalGate | None = None,
     ):
+        self.approvals = approvals
         self.queue = queue
         self.registry = registry
         self.settings = settings
@@ -335,13 +346,25 @@ class ToolLoop:
             elif "_unparsed" in call.arguments:
                 error = f"the arguments of {call.name} are not valid JSON: {str(call.arguments['_unparsed'])[:200]}"
             elif call.name in gated:
-                request = ApprovalRequest(str(uuid4()), call)
-                result.approvals.append(request)
-                status = "approval_required"
-                value = {"status": "approval_required", "approval_id": request.id,
-                         "message": f"{call.name} needs the user's approval before it runs; it did not run."}
-                emit(LoopEventType.APPROVAL_REQUIRED, id=call.id, name=call.name, approval_id=request.id,
-                     arguments=call.arguments)
+                try:
+                    tool.validate(call.arguments)  # an approver approves a call that can run
+                    if self.approvals is None:
+                        raise ToolError(f"{call.name} needs an approval, which cannot be requested here; "
+                                        "it did not run")
+                    request = ApprovalRequest(self.approvals(call), call)
+                except ToolError as exc:
+                    error = str(exc)
+                except Exception as exc:  # the request could not be stored: the call did not run
+                    error = f"{call.name} needs an approval that could not be requested: {exc}"
+                else:
+                    result.approvals.append(request)
+                    status = "approval_required"
+                    value = {"status": "approval_required", "approval_id": request.id,
+                             "message": f"{call.name} needs an administrator's approval before it runs; it did "
+                                        f"not run. Tell the user it waits for approval {request.id}; the outcome "
+                                        "will be in this conversation once it is decided."}
+                    emit(LoopEventType.APPROVAL_REQUIRED, id=call.id, name=call.name, approval_id=request.id,
+                         arguments=call.arguments)
             else:
                 timeout = max(min(s.iteration_timeout_secs, deadline - self.clock()), 0.001)
                 try:

@@ -23,8 +23,10 @@ from assistant.config.base import (
     Section,
 )
 from assistant.config.core import (
+    KEY_ROLES,
     AgenticSettings,
     CommandsSettings,
+    ConfiguredKey,
     InferenceSettings,
     MemorySettings,
     SecuritySettings,
@@ -79,11 +81,13 @@ from assistant.config.voice import (
 from assistant.errors import ConfigError
 
 __all__ = [
+    "KEY_ROLES",
     "AgenticSettings",
     "CalendarSettings",
     "CodeExecutionSettings",
     "CognitiveLoadSettings",
     "CommandsSettings",
+    "ConfiguredKey",
     "ContactsSettings",
     "DEFAULT_DATA_DIR",
     "DavSettings",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 
 from assistant.config.base import DEFAULT_DATA_DIR, Section
 
@@ -25,11 +25,50 @@ class ServerSettings(Section):
         return self.data_dir.expanduser()
 
 
+KeyRole = Literal["admin", "user", "read-only"]
+KEY_ROLES: tuple[str, ...] = get_args(KeyRole)
+
+
+class ConfiguredKey(Section):
+    """An API key of the config file: its user and role."""
+
+    user_id: UUID
+    role: KeyRole = "user"
+
+
 class SecuritySettings(Section):
-    # key (or "sha256:<hex>" of a key) -> user id. Only hashes are kept in memory and on disk.
-    api_keys: dict[str, UUID] = Field(default_factory=dict)
+    # key (or "sha256:<hex>" of a key) -> its user: `"<key>" = "<user uuid>"` (role user), or
+    # `"<key>" = { user_id = "<user uuid>", role = "admin" }`. Only hashes are kept in memory and on disk.
+    api_keys: dict[str, ConfiguredKey] = Field(default_factory=dict)
     rate_limit_enabled: bool = True
     rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _key_forms(cls, value: Any) -> Any:
+        """Both forms to :class:`ConfiguredKey`, with errors that name the key by its first
+        characters only (the file's keys are secrets: a start-up error must not print one)."""
+        if not isinstance(value, dict):
+            return value
+        keys = {}
+        for key, entry in value.items():
+            shown = f"{str(key)[:6]}…" if len(str(key)) > 6 else str(key)
+            if isinstance(entry, str | UUID):
+                entry = {"user_id": entry}
+            if isinstance(entry, ConfiguredKey):
+                keys[key] = entry
+                continue
+            if not isinstance(entry, dict):
+                raise ValueError(f"the key {shown!r} must map to a user id or to {{ user_id = \"…\", role = \"…\" }}")
+            role = entry.get("role", "user")
+            if role not in KEY_ROLES:
+                raise ValueError(f"the key {shown!r} has role {role!r}: the role must be one of {', '.join(KEY_ROLES)}")
+            try:
+                keys[key] = ConfiguredKey.model_validate(entry)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"the key {shown!r}: {problems}") from None
+        return keys
 
 
 class InferenceSettings(Section):
@@ -59,6 +98,10 @@ class MemorySettings(Section):
     enable_learning: bool = True
     rag_limit: int = Field(5, ge=1, le=100)
     rag_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # What rag_threshold is compared with (assistant/memory/scoring.py RAG_SEARCH_MODE): "fused",
+    # the hybrid score 0.6 x cosine + 0.4 x BM25 (the default: MiniLM puts a question and its answer
+    # at cosine 0.4-0.45), or "cosine", the dense similarity alone (the spec's reading).
+    rag_threshold_mode: Literal["fused", "cosine"] = "fused"
     merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
     min_importance: float = Field(0.1, ge=0.0, le=1.0)
     decay_factor: float = Field(0.95, gt=0.0, le=1.0)
@@ -79,9 +122,11 @@ class ToolCallingSettings(Section):
     total_timeout_secs: float = Field(120, gt=0, le=86_400)
     parallel_tool_execution: bool = True
     require_approval_for: list[str] = Field(default_factory=list)
-    # Which tools a chat message is offered (see assistant/tools/selection.py): "auto" offers the
-    # tools the message is about (none: the plain chat flow), "all" every registered tool.
-    selection: Literal["auto", "all"] = "auto"
+    # Which tools a chat message that names none (no enabled_tools) is offered: "all" every
+    # registered tool (the spec: omitted enabled_tools means all), "auto" only the tools the
+    # message is about, at most max_offered_tools (none: the plain chat flow; see
+    # assistant/tools/selection.py).
+    selection: Literal["all", "auto"] = "all"
     selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
     max_offered_tools: int = Field(5, ge=1, le=100)
 

@@ -3,6 +3,13 @@
 relevance = similarity x 0.50 + importance x 0.20 + freshness x 0.30, where
 freshness = e^(-0.01 x hours since last access). Archived memories stay searchable with their
 relevance multiplied by ``ARCHIVED_FACTOR``; Quarantined ones never reach a prompt.
+
+Which memories may enter a prompt (``[memory] rag_threshold``, ``rag_threshold_mode``): those whose
+retrieval similarity is at least ``rag_threshold``. With ``rag_threshold_mode = "fused"`` (the
+default) the similarity is the hybrid search's own score, dense cosine and BM25 fused
+(``memory.store.HybridWeights``), and the candidates come from hybrid search; with ``"cosine"`` it
+is the dense cosine alone, from dense search (the spec: "retrieved by cosine similarity"), and
+relevance then uses that cosine too. :data:`RAG_SEARCH_MODE` maps one to the other.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import numpy as np
 from assistant.memory.types import MemoryType
 
 FRESHNESS_RATE_PER_HOUR = 0.01
+#: ``rag_threshold_mode`` -> the search mode whose ``ScoredMemory.fused`` the threshold reads.
+RAG_SEARCH_MODE = {"fused": "hybrid", "cosine": "dense"}
 ARCHIVED_FACTOR = 0.5
 CONTEXT_BUDGET_CHARS = 2000
 TYPE_PRIORITY = (
@@ -105,6 +114,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 __all__ = [
-    "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "TYPE_PRIORITY", "RelevanceWeights",
+    "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "RAG_SEARCH_MODE", "TYPE_PRIORITY",
+    "RelevanceWeights",
     "build_context", "cosine", "fit_in_budget", "freshness", "hours_between", "order_for_prompt", "relevance", "type_rank",
 ]

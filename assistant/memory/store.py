@@ -43,6 +43,7 @@ from assistant.memory.records import (
 from assistant.memory.scoring import (
     ARCHIVED_FACTOR,
     DEFAULT_WEIGHTS,
+    RAG_SEARCH_MODE,
     RelevanceWeights,
     build_context,
     fit_in_budget,
@@ -306,10 +307,11 @@ class MemoryStore:
         """Context for the model: top ``rag_limit`` above ``rag_threshold``, ordered by type
         priority, whole contents within 2,000 characters; the injected memories are touched.
 
-        The threshold applies to the fused retrieval similarity (dense cosine with BM25), not to
-        cosine alone: MiniLM puts a question and the fact that answers it at cosine 0.4-0.45
-        ("Where do I live?" / "... I live in Reykjavik."), under the default 0.5, so cosine alone
-        would almost never let a memory into the prompt."""
+        By default (``rag_threshold_mode = "fused"``) the threshold applies to the fused retrieval
+        similarity (dense cosine with BM25), not to cosine alone: MiniLM puts a question and the
+        fact that answers it at cosine 0.4-0.45 ("Where do I live?" / "... I live in Reykjavik."),
+        under the default 0.5, so cosine alone would almost never let a memory into the prompt.
+        ``"cosine"`` applies it to the cosine alone (:data:`RAG_SEARCH_MODE`)."""
         s = self.settings
         if query_vector is None:
             query_vector = self.embedder.embed([message])[0]
@@ -317,7 +319,7 @@ class MemoryStore:
         # (ranked by relevance, important-but-dissimilar memories could crowd them out), then keep
         # the most relevant of those.
         found = self.search(user_id, message, limit=max(s.rag_limit * 10, 50), query_vector=query_vector,
-                            rank_by="similarity")
+                            mode=RAG_SEARCH_MODE[s.rag_threshold_mode], rank_by="similarity")
         eligible = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)[: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         contents = [m.memory.content for m in ordered]

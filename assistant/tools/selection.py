@@ -1,14 +1,16 @@
-"""Which registered tools to offer for one message (tool retrieval).
+"""Which registered tools to offer for one message (tool retrieval), when ``[tool_calling]
+selection = "auto"``. The default, ``"all"``, offers every registered tool, as the spec says of an
+omitted ``enabled_tools``; this module is the opt-in alternative.
 
 Offering every tool on every message costs the embedded 0.5B model dearly: the tool list is
 ~1,100 prompt tokens (seconds of prompt evaluation on two cores), and with it in the prompt the
-model answers plain requests worse — asked to "count from one to five in words" it replied "I'm
-sorry, but I can't assist with that." So, unless the request names its tools (``enabled_tools``),
-the chat offers only the tools the message is about: those whose name and description are close to
-the message in the embedding space (cosine ≥ ``selection_threshold``, MiniLM, the embedder the
-memory store already runs for the same message) or whose trigger words it contains, at most
-``max_offered_tools``, best first. A message about none of them is answered by the plain chat
-flow. ``selection = "all"`` turns this off (every registered tool, every time).
+model answers plain requests worse — asked to "count from one to five in words" it called
+list_reminders, then replied "I'm sorry, but I can't assist with that." So with ``"auto"``, unless
+the request names its tools (``enabled_tools``), the chat offers only the tools the message is
+about: those whose name and description are close to the message in the embedding space (cosine ≥
+``selection_threshold``, MiniLM, the embedder the memory store already runs for the same message)
+or whose trigger words it contains, at most ``max_offered_tools``, best first. A message about
+none of them is answered by the plain chat flow.
 
 Measured with MiniLM on the tool texts: weather questions score 0.31-0.49 on get_weather, "send an
 e-mail to Bob" 0.55 on send_email, while "count from one to five", "tell me a joke" and "what is

@@ -105,7 +105,7 @@ def test_routes_need_a_key_and_writes_need_full_scope(vclient, voice_services) -
     assert vclient.get("/v1/voice/speakers").status_code == 401
     assert vclient.post("/v1/voice/speakers/enroll?name=A", content=speech(), headers=RAW).status_code == 401
     assert vclient.delete(f"/v1/voice/speakers/{MISSING}").status_code == 401
-    key, _ = voice_services.keys.create("reader", scope="read")
+    key, _ = voice_services.keys.create("reader", role="read-only")
     reader = {"Authorization": f"Bearer {key}"}
     assert vclient.get("/v1/voice/speakers", headers=reader).status_code == 200
     assert enroll(vclient, reader).status_code == 403

@@ -44,7 +44,7 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
 def test_keys_create_read_only_and_replace(tmp_path: Path) -> None:
     data = str(tmp_path)
     first = run("keys", "create", "--name", "r", "--read-only", "--data-dir", data)
-    assert "(read access)" in first.output
+    assert "(role read-only)" in first.output
     duplicate = run("keys", "create", "--name", "r", "--data-dir", data)
     assert duplicate.exit_code == 2
     replaced = run("keys", "create", "--name", "r", "--replace", "--data-dir", data)
@@ -52,6 +52,33 @@ def test_keys_create_read_only_and_replace(tmp_path: Path) -> None:
     bad_user = run("keys", "create", "--name", "u", "--user", "nope", "--data-dir", data)
     assert bad_user.exit_code == 2
     assert "UUID" in bad_user.output
+
+
+def test_keys_create_with_a_role_and_list_shows_it(tmp_path: Path) -> None:
+    data = str(tmp_path)
+    for name, args, role in (("plain", (), "user"), ("boss", ("--role", "admin"), "admin"),
+                             ("viewer", ("--role", "read-only"), "read-only"), ("alias", ("--read-only",), "read-only"),
+                             ("friend", ("--user", "6f1c7a52-3f55-4d5e-9a39-6e1f7f0a2b11"), "user")):
+        created = run("keys", "create", "--name", name, *args, "--data-dir", data)
+        assert created.exit_code == 0, created.output
+        assert f"(role {role})" in created.output
+        db = Database(tmp_path / "assistant.db")
+        try:
+            assert KeyStore(db).authenticate(created.output.strip().splitlines()[-1]).role == role
+        finally:
+            db.close()
+    listed = run("keys", "list", "--data-dir", data).output.splitlines()
+    assert [line.split()[2] for line in listed] == ["user", "admin", "read-only", "read-only", "user"]
+    bad = run("keys", "create", "--name", "x", "--role", "root", "--data-dir", data)
+    assert bad.exit_code == 2 and "--role must be one of admin, user, read-only" in bad.output
+    both = run("keys", "create", "--name", "x", "--role", "admin", "--read-only", "--data-dir", data)
+    assert both.exit_code == 2 and "contradicts" in both.output
+
+
+def test_make_run_creates_an_admin_key() -> None:
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    run_target = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "keys create --name local --role admin --replace" in run_target
 
 
 def test_models_list(tmp_path: Path) -> None:
@@ -83,3 +110,21 @@ def test_serve_refuses_to_start_without_the_model(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "not ready" in result.output
     assert "assistant models install" in result.output
+
+
+def test_serve_creates_an_admin_key_when_none_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setenv("ASSISTANT_TESTING", "1")  # the scripted model is a test double
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # everything up to serving
+    config = tmp_path / "config.toml"
+    config.write_text('[inference]\nbackend = "scripted"\n[memory]\nembedding_backend = "hashing"\n')
+    result = run("serve", "--config", str(config), "--data-dir", str(tmp_path / "data"))
+    assert result.exit_code == 0, result.output
+    assert "created an admin key" in result.output
+    key = next(line.strip() for line in result.output.splitlines() if line.strip().startswith("ak_"))
+    db = Database(tmp_path / "data" / "assistant.db")
+    try:
+        assert KeyStore(db).authenticate(key).role == "admin"
+    finally:
+        db.close()

@@ -58,9 +58,58 @@ def test_the_title_is_the_rest_of_the_line_trimmed_and_matched_ignoring_case() -
     assert lib.lookups == ["my signature"]
 
 
-def test_everything_after_snippet_on_the_line_is_the_title() -> None:
+def test_the_longest_title_wins_even_over_a_reference_inside_it() -> None:
     lib = Library(Root="/snippet A and /snippet B", A="a", B="b", **{"A and /snippet B": "whole"})
     assert lib.resolve("Root") == "whole"
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ("Hello /snippet Name!", "Hello N!"),
+    ("Hello /snippet Name, how are you?", "Hello N, how are you?"),
+    ("(/snippet Name)", "(/snippet Name)"),  # glued to "(": not a reference
+    ("( /snippet Name).", "( N)."),
+    ("/snippet name", "N"),  # at the end of the string, ignoring case
+    ("/snippet Name.\nnext", "N.\nnext"),
+    ("/snippet Names", "/snippet Names [snippet not found]"),  # "Name" is a title, "Names" is not
+    ("/snippet Name_x", "/snippet Name_x [snippet not found]"),
+    ("/snippet Name2", "/snippet Name2 [snippet not found]"),
+])
+def test_a_title_ends_at_punctuation_or_the_end_of_the_line(content: str, expected: str) -> None:
+    lib = Library(Root=content, Name="N")
+    assert lib.resolve("Root") == expected
+
+
+def test_titles_that_are_prefixes_of_each_other_the_longest_matches() -> None:
+    lib = Library(Root="/snippet Intro long. /snippet Intro! /snippet Intro longer?\n/snippet intro LONG",
+                  Intro="i", **{"Intro long": "il", "Intro longer": "ilr"})
+    assert lib.resolve("Root") == "il. i! ilr?\nil"
+
+
+def test_a_title_with_punctuation_and_spaces_inside() -> None:
+    lib = Library(Root="See /snippet Q&A:  v2!, then /snippet Q", **{"Q&A: v2": "answers", "Q": "q"})
+    assert lib.resolve("Root") == "See answers!, then q"
+
+
+def test_several_references_on_one_line_and_nested_ones() -> None:
+    lib = Library(Root="Dear /snippet Name, /snippet Body. /snippet Sign-off", Name="Ann",
+                  Body="see /snippet Terms!", Terms="the terms", **{"Sign-off": "Regards, /snippet Name."})
+    assert lib.resolve("Root") == "Dear Ann, see the terms!. Regards, Ann."
+
+
+def test_after_an_unknown_title_the_rest_of_the_line_is_the_title() -> None:
+    lib = Library(Root="/snippet Nobody, /snippet Name", Name="N")
+    assert lib.resolve("Root") == "/snippet Nobody, /snippet Name [snippet not found]"
+
+
+def test_a_cycle_inside_a_line_keeps_the_text_after_it() -> None:
+    lib = Library(A="x /snippet B! y", B="b /snippet A? z")
+    assert lib.resolve("A") == "x b /snippet A [cycle: A → B → A]? z! y"
+
+
+def test_the_known_titles_spare_lookups() -> None:
+    lib = Library(Root="/snippet Name, and more words here.", Name="N")
+    assert resolve("Root", "/snippet Name, and more words here.", lib.find, titles={"name"}) == "N, and more words here."
+    assert lib.lookups == ["name"]
 
 
 def test_text_before_the_reference_stays() -> None:
@@ -366,6 +415,14 @@ def test_delete(store: SnippetStore) -> None:
     with pytest.raises(NotFoundError):
         store.delete(USER, made.id)
     assert store.create(USER, "gone").title == "gone"  # the title is free again
+
+
+def test_resolved_matches_the_longest_of_the_users_titles(store: SnippetStore) -> None:
+    root = store.create(USER, "Root", "Hi /snippet Name! /snippet Name long.")
+    store.create(USER, "Name", "Ann")
+    store.create(USER, "Name Long", "Ann Smith")
+    store.create(OTHER, "Name long.", "theirs")
+    assert store.resolved(USER, root.id).resolved_content == "Hi Ann! Ann Smith."
 
 
 def test_resolved_uses_only_the_users_own_snippets(store: SnippetStore) -> None:

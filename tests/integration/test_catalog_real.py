@@ -1,8 +1,9 @@
 """The catalog against the real shell, over HTTP (uvicorn on loopback, services built from settings):
 commands really run (echo, uname, a default entry), a sleep is killed at the timeout, 1 MB of
 output is capped, an entry that needs approval really does not run until approved and then runs
-exactly once, outputs are sealed on disk, and a deleted default stays deleted after a restart.
-No test asserts a duration."""
+exactly once (decided by another user's admin key, never the requester's), outputs are sealed on
+disk, and a deleted default stays deleted after a restart. Entries are made and deleted with an admin
+key; the user key of ``serve`` executes. No test asserts a duration."""
 
 from __future__ import annotations
 
@@ -33,16 +34,27 @@ BASE = "/v1/commands/catalog"
 
 
 class Api:
+    """``http``: the user key of ``serve`` (the owner's); ``admin``: the owner's admin key (makes
+    entries); ``decider``: another user's admin key (decides the owner's requests)."""
+
     def __init__(self, live: LiveServer, key: str):
         self.live = live
-        self.http = httpx.Client(base_url=live.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        admin, _ = live.services.keys.create(f"admin {uuid4().hex[:6]}", role="admin")
+        decider, _ = live.services.keys.create(f"decider {uuid4().hex[:6]}", user_id=uuid4(), role="admin")
+        self.http, self.admin, self.decider = (
+            httpx.Client(base_url=live.base_url, headers={"Authorization": f"Bearer {k}"}, timeout=60)
+            for k in (key, admin, decider))
 
     def entry(self, command: str, **fields: object) -> dict:
         body = {"name": f"test {uuid4().hex[:8]}", "command": command, "category": "other", "risk_level": "low",
                 "os": "any", **fields}
-        response = self.http.post(BASE, json=body)
+        response = self.admin.post(BASE, json=body)
         assert response.status_code == 201, response.text
         return response.json()
+
+    def close(self) -> None:
+        for client in (self.http, self.admin, self.decider):
+            client.close()
 
     def execute(self, entry_id: str) -> httpx.Response:
         return self.http.post(f"{BASE}/{entry_id}/execute")
@@ -54,7 +66,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
     with live:
         client = Api(live, key)
         yield client
-        client.http.close()
+        client.close()
 
 
 def alive(pid: int) -> bool:
@@ -100,7 +112,7 @@ def test_nothing_runs_until_approved_then_exactly_once(api: Api, tmp_path: Path)
     marker = tmp_path / "side-effect.txt"
     entry = api.entry(f"echo ran >> {marker}", requires_approval=True)
     requested = api.execute(entry["id"])
-    assert requested.status_code == 202 and requested.json()["status"] == "approval_required"
+    assert requested.status_code == 200 and requested.json()["status"] == "approval_required"
     approval_id = requested.json()["approval_id"]
     other = api.execute(entry["id"]).json()["approval_id"]  # a second request, denied below
     assert not marker.exists()
@@ -108,22 +120,28 @@ def test_nothing_runs_until_approved_then_exactly_once(api: Api, tmp_path: Path)
     assert {a["id"] for a in pending} == {approval_id, other}
     assert not marker.exists()
 
-    approved = api.http.post(f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"})
+    for own in (api.http, api.admin):  # the requester's user key and the requester's own admin key
+        assert own.post(f"/v1/approvals/{approval_id}/approve").status_code == 403
+    assert not marker.exists()
+    approved = api.decider.post(f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"})
     assert approved.status_code == 200 and approved.json()["status"] == "completed"
     assert marker.read_text() == "ran\n"
-    assert api.http.post(f"/v1/approvals/{approval_id}/approve").status_code == 409
-    assert api.http.post(f"/v1/approvals/{other}/deny").status_code == 200
-    assert api.http.post(f"/v1/approvals/{other}/approve").status_code == 409
+    assert api.decider.post(f"/v1/approvals/{approval_id}/approve").status_code == 409
+    assert api.decider.post(f"/v1/approvals/{other}/deny").status_code == 200
+    assert api.decider.post(f"/v1/approvals/{other}/approve").status_code == 409
     assert marker.read_text() == "ran\n"  # once
-    actions = [e["action"] for e in api.http.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
+    actions = [e["action"] for e in api.admin.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
     assert actions == ["denied", "execute", "approved", "approval_requested", "approval_requested", "created"]
+    own = [e["action"] for e in api.http.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
+    assert own == ["approval_requested", "approval_requested", "created"]  # a user key: its own user's events
 
 
 def test_a_high_risk_entry_does_not_run_without_approval(api: Api, tmp_path: Path) -> None:
     marker = tmp_path / "high.txt"
     entry = api.entry(f"touch {marker}", risk_level="high", requires_approval=False)
     assert entry["requires_approval"] is True
-    assert api.execute(entry["id"]).status_code == 202
+    requested = api.execute(entry["id"])
+    assert requested.status_code == 200 and requested.json()["status"] == "approval_required"
     assert not marker.exists()
 
 
@@ -135,8 +153,9 @@ def test_outputs_are_sealed_on_disk_and_a_deleted_default_stays_deleted(tmp_path
         execution = api.execute(api.entry(f"echo {secret}")["id"]).json()
         assert execution["stdout"] == f"{secret}\n"
         uptime = api.http.get(f"{BASE}/search", params={"q": "Uptime (Linux)"}).json()[0]
-        assert api.http.delete(f"{BASE}/{uptime['id']}").status_code == 204
-        api.http.close()
+        assert api.http.delete(f"{BASE}/{uptime['id']}").status_code == 403  # a user key deletes nothing
+        assert api.admin.delete(f"{BASE}/{uptime['id']}").status_code == 204
+        api.close()
     on_disk = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
     assert secret.encode() not in on_disk.replace(f"echo {secret}".encode(), b"")  # only the command text is plain
 
@@ -148,4 +167,4 @@ def test_outputs_are_sealed_on_disk_and_a_deleted_default_stays_deleted(tmp_path
         assert api.http.get(f"{BASE}/search", params={"q": "Uptime (Linux)"}).json() == []
         again = api.http.get(f"{BASE}/executions/{execution['execution_id']}").json()
         assert again["stdout"] == f"{secret}\n"
-        api.http.close()
+        api.close()

@@ -366,3 +366,24 @@ def test_resolve_names_every_unknown_id(store: ProfileStore) -> None:
         {"field": "mentioned_profile_ids", "error": "unknown agent profile 'p-1'"},
     ]
     assert store.missing("u1", [coder.id, "p-1"]) == ["p-1"]
+
+
+def test_for_message_resolves_ids_and_mentions_in_one_query(store: ProfileStore, monkeypatch) -> None:  # noqa: ANN001
+    coder = store.create("u1", ProfileDraft(name="coder", skills=("list_reminders", "talk")))
+    reviewer = store.create("u1", ProfileDraft(name="Reviewer"))
+    theirs = store.create("u2", ProfileDraft(name="tester"))
+    queries: list[str] = []
+    real_query = store.db.query
+    monkeypatch.setattr(store.db, "query", lambda sql, *a, **k: queries.append(sql) or real_query(sql, *a, **k))
+    applied = store.for_message("u1", [reviewer.id, theirs.id, "p-1", reviewer.id], "@coder and @REVIEWER and @tester",
+                                registered_tools=["list_reminders"], today=TODAY)
+    assert len(queries) == 1
+    assert [p.id for p in applied.profiles] == [reviewer.id, coder.id]
+    assert applied.unknown == (theirs.id, "p-1")
+    assert applied.system == apply_profiles([reviewer, coder], user_prompt="@coder and @REVIEWER and @tester",
+                                            today=TODAY).system
+    assert applied.tools is None  # the primary (reviewer) has no skill naming a tool
+    assert store.for_message("u1", [], "@coder hi", registered_tools=["list_reminders"]).tools == ("list_reminders",)
+    queries.clear()
+    assert store.for_message("u1", [], "no mentions") == apply_profiles([])
+    assert queries == []  # nothing named: no query at all

@@ -1,5 +1,6 @@
-"""CommandCatalog with a fake runner: execution records, approvals (run once, deny, decide twice),
-OS checks, deleting an entry with pending requests, the audit trail, outputs sealed at rest."""
+"""CommandCatalog with a fake runner: execution records, approvals (run once, deny, decide twice,
+never by the requester), OS checks, deleting an entry with pending requests, the audit trail,
+outputs sealed at rest, the network flag, and who owns executions and approvals."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from assistant.catalog import (
 )
 from assistant.config import CommandsSettings
 from assistant.crypto import Sealer
-from assistant.errors import ConflictError, NotFoundError, ValidationFailed
+from assistant.errors import ConflictError, ForbiddenError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 
 ALICE, BOB = "7f1c8a52-5d1e-4c8e-9a43-2a1f0e7b9c01", "0b6e2d4f-9c3a-4e21-8f57-6d0a1b2c3d4e"
@@ -33,11 +34,13 @@ class FakeRunner:
         self.outcome = outcome or RunOutcome(0, "secret output 42\n", "a warning\n", 5)
         self.error = error
         self.calls: list[tuple[str, float, int]] = []
+        self.networks: list[bool] = []
         self.lock = threading.Lock()
 
-    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int) -> RunOutcome:
+    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int, network: bool = False) -> RunOutcome:
         with self.lock:
             self.calls.append((command, timeout_secs, max_output_bytes))
+            self.networks.append(network)
         if self.error is not None:
             raise self.error
         return self.outcome
@@ -62,8 +65,8 @@ def catalog(db: Database, runner: FakeRunner) -> CommandCatalog:
 
 
 def add(catalog: CommandCatalog, name: str = "Echo", command: str = "echo hi", os_: str = "any",
-        risk: str = "low", approval: bool = False):
-    return catalog.create(spec_of(name, "", command, "system", risk, os_, approval), ALICE)
+        risk: str = "low", approval: bool = False, network: bool = False):
+    return catalog.create(spec_of(name, "", command, "system", risk, os_, approval, network), ALICE)
 
 
 def test_execute_runs_once_with_the_configured_bounds(catalog: CommandCatalog, runner: FakeRunner) -> None:
@@ -148,7 +151,8 @@ def test_approval_required_runs_nothing_until_approved_then_once(catalog: Comman
     assert runner.calls == [("touch /tmp/x", 7, 1234)]
     assert done.status is ApprovalStatus.EXECUTED and done.execution_id == execution.id
     assert done.decided_by == BOB and done.reason == "looks fine" and done.decided_at
-    assert execution.approval_id == approval.id and execution.user_id == BOB
+    # the execution is the requester's (they asked for it); the approver is the request's decided_by
+    assert execution.approval_id == approval.id and execution.user_id == ALICE
 
     with pytest.raises(ConflictError) as exc:
         catalog.approve(approval.id, BOB)
@@ -215,7 +219,7 @@ def test_deleting_an_entry_denies_its_pending_requests(catalog: CommandCatalog, 
     entry = add(catalog, approval=True)
     first = catalog.execute(entry.id, ALICE).approval
     second = catalog.execute(entry.id, ALICE).approval
-    catalog.deny(second.id, ALICE)
+    catalog.deny(second.id, BOB)
     catalog.delete(entry.id, BOB)
     after = catalog.approvals.get(first.id)
     assert after.status is ApprovalStatus.DENIED and after.decided_by == BOB
@@ -240,7 +244,9 @@ def test_the_audit_trail_of_a_whole_flow(catalog: CommandCatalog) -> None:
     assert [(e.action.value, e.user_id) for e in events] == [
         ("created", ALICE), ("created", ALICE), ("execute", ALICE), ("approval_requested", ALICE),
         ("approval_requested", ALICE), ("approved", BOB), ("execute", BOB), ("denied", BOB), ("deleted", ALICE),
-    ]
+    ]  # the approved run is audited as the approver's act, though the execution is the requester's
+    assert catalog.executions.get(execution.id).user_id == ALICE
+    assert [e.action.value for e in catalog.audit.list(user_id=BOB)] == ["denied", "execute", "approved"]
     assert events[2].catalog_id == plain.id and events[2].execution_id
     assert "completed, exit code 0" in events[2].detail
     assert events[5].approval_id == one.id and events[6].execution_id == execution.id
@@ -255,3 +261,40 @@ def test_creating_a_duplicate_is_not_audited(catalog: CommandCatalog) -> None:
     with pytest.raises(ConflictError):
         add(catalog, name="echo")
     assert len(catalog.audit.list(action=AuditAction.CREATED)) == 1
+
+
+def test_the_requester_cannot_decide_their_own_request(catalog: CommandCatalog, runner: FakeRunner) -> None:
+    approval = catalog.execute(add(catalog, approval=True).id, ALICE).approval
+    for decide in (catalog.approve, catalog.deny):
+        with pytest.raises(ForbiddenError) as exc:
+            decide(approval.id, ALICE)
+        assert exc.value.message == "an approval must be decided by an admin other than its requester"
+    assert catalog.approvals.get(approval.id).status is ApprovalStatus.PENDING and runner.calls == []
+    done, _ = catalog.approve(approval.id, BOB)
+    assert done.status is ApprovalStatus.EXECUTED and len(runner.calls) == 1
+
+
+def test_the_network_flag_is_stored_and_handed_to_the_runner(catalog: CommandCatalog, runner: FakeRunner) -> None:
+    offline, online = add(catalog, name="Offline"), add(catalog, name="Online", network=True)
+    assert (offline.network, online.network) == (False, True)
+    assert catalog.entries.get(online.id).network is True
+    catalog.execute(offline.id, ALICE)
+    catalog.execute(online.id, ALICE)
+    guarded = add(catalog, name="Guarded online", approval=True, network=True)
+    catalog.approve(catalog.execute(guarded.id, ALICE).approval.id, BOB)
+    assert runner.networks == [False, True, True]
+
+
+def test_executions_and_approvals_belong_to_who_asked(catalog: CommandCatalog) -> None:
+    mine = catalog.execute(add(catalog, name="Mine").id, ALICE).execution
+    theirs = catalog.execute(add(catalog, name="Theirs").id, BOB).execution
+    asked = catalog.execute(add(catalog, name="Guarded", approval=True).id, ALICE).approval
+    assert catalog.executions.list(owner=ALICE) == [mine] and catalog.executions.list(owner=BOB) == [theirs]
+    assert len(catalog.executions.list()) == 2  # no owner: every user's (an admin)
+    assert catalog.executions.get(mine.id, ALICE) == mine
+    with pytest.raises(NotFoundError):
+        catalog.executions.get(mine.id, BOB)
+    assert catalog.approvals.list(owner=ALICE) == [asked] and catalog.approvals.list(owner=BOB) == []
+    assert catalog.approvals.get(asked.id, ALICE) == asked
+    with pytest.raises(NotFoundError):
+        catalog.approvals.get(asked.id, BOB)

@@ -347,3 +347,19 @@ def test_the_stream_applies_profiles_too(services: Services, model: ScriptedChat
     messages, options = model.calls[0]
     assert messages[0].content.endswith(p.apply("@CODER hi").system)
     assert options.temperature == 0.4
+
+
+def test_a_request_resolves_its_profiles_once(services: Services, model: ScriptedChatModel, user,
+                                              monkeypatch) -> None:  # noqa: ANN001
+    p = make_profile(services, user, name="coder")
+    calls: list[str] = []
+    for name in ("for_message", "resolve", "missing", "get", "by_name"):
+        real = getattr(services.profiles, name)
+        monkeypatch.setattr(services.profiles, name,
+                            lambda *a, _name=name, _real=real, **k: calls.append(_name) or _real(*a, **k))
+    chat(services, user, message="@coder hi", mentioned_profile_ids=(p.id,))
+    assert calls == ["for_message"]
+    calls.clear()
+    with pytest.raises(ValidationFailed):
+        chat(services, user, message="@coder hi", mentioned_profile_ids=("p-9",), enabled_tools=("nope",))
+    assert calls == ["for_message"]

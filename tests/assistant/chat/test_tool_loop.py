@@ -47,10 +47,10 @@ def refuses(ctx: ToolContext) -> str:
 REGISTRY = ToolRegistry([get_weather, slow_lookup, broken, refuses])
 
 
-def run(model, settings=None, enabled=None, events=None):  # noqa: ANN001, ANN201
+def run(model, settings=None, enabled=None, events=None, approvals=None):  # noqa: ANN001, ANN201
     CALLS.clear()
     loop = ToolLoop(InferenceQueue(model), REGISTRY, settings or ToolCallingSettings(),
-                    on_event=(events.append if events is not None else None))
+                    on_event=(events.append if events is not None else None), approvals=approvals)
     return asyncio.run(loop.run([ChatMessage("user", "Weather in Paris?")], GenerationOptions(),
                                 ToolContext("u1"), enabled))
 
@@ -151,19 +151,49 @@ def test_total_timeout_ends_the_run() -> None:
     assert result.finish_reason == "timeout" and result.iterations < 5
 
 
-def test_calls_needing_approval_do_not_run() -> None:
+class Gate:
+    """Stores approval requests in a list (the chat's gate stores them in the database)."""
+
+    def __init__(self) -> None:
+        self.requested: list[ToolCall] = []
+
+    def __call__(self, call: ToolCall) -> str:
+        self.requested.append(call)
+        return f"approval-{len(self.requested)}"
+
+
+def test_calls_needing_approval_do_not_run_and_become_requests() -> None:
     model = ScriptedChatModel()
     model.enqueue(tool_calls=[("get_weather", {"location": "Paris"}), ("slow_lookup", {"seconds": 0})])
     model.enqueue("I need your approval for the lookup.")
-    events = []
-    result = run(model, ToolCallingSettings(require_approval_for=["slow_lookup"]), events=events)
+    events, gate = [], Gate()
+    result = run(model, ToolCallingSettings(require_approval_for=["slow_lookup"]), events=events, approvals=gate)
     assert [name for name, _ in CALLS] == ["get_weather"]
     (approval,) = result.approvals
-    assert approval.call.name == "slow_lookup"
+    assert approval.call.name == "slow_lookup" and approval.id == "approval-1"
+    assert [(c.name, c.arguments) for c in gate.requested] == [("slow_lookup", {"seconds": 0})]
     gated = next(r for r in result.records if r.call.name == "slow_lookup")
     assert gated.result["status"] == "approval_required" and gated.result["approval_id"] == approval.id
     assert any(e.type == LoopEventType.APPROVAL_REQUIRED and e.data["approval_id"] == approval.id for e in events)
     assert gated.status == "approval_required"
+    told = next(m for m in model.calls[1][0] if m.role == "tool" and m.name == "slow_lookup")
+    assert "approval-1" in told.content and "did not run" in told.content
+
+
+def test_a_gated_call_with_bad_arguments_or_no_gate_is_an_error_and_requests_nothing() -> None:
+    settings = ToolCallingSettings(require_approval_for=["slow_lookup"])
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": "soon"})])
+    model.enqueue("Sorry.")
+    gate = Gate()
+    result = run(model, settings, approvals=gate)
+    assert gate.requested == [] and result.approvals == [] and CALLS == []
+    assert result.records[0].status == "error" and "invalid arguments" in result.records[0].error
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0})])
+    model.enqueue("Sorry.")
+    result = run(model, settings)  # a run nobody can approve (no gate): refused, never run
+    assert result.approvals == [] and CALLS == []
+    assert result.records[0].status == "error" and "cannot be requested here" in result.records[0].error
 
 
 def test_malformed_json_call_is_reported_back_and_the_model_retries() -> None:

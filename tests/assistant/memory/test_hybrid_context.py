@@ -40,14 +40,14 @@ QUERY = at_cosine(1.0, 1)
 def make_store(tmp_path: Path) -> Iterator[Callable[..., MemoryStore]]:
     opened: list[Database] = []
 
-    def make(**hybrid: float) -> MemoryStore:
+    def make(memory: dict | None = None, **hybrid: float) -> MemoryStore:
         path = tmp_path / f"s{len(opened)}"
         path.mkdir()
         db = Database(path / "assistant.db")
         opened.append(db)
         return MemoryStore(db, open_sealer(db, path / "memory.key"), HashingEmbedder(DIM),
-                           MemorySettings(embedding_backend="hashing"), hybrid=HybridWeights(**hybrid),
-                           clock=lambda: T0)
+                           MemorySettings(embedding_backend="hashing", **(memory or {})),
+                           hybrid=HybridWeights(**hybrid), clock=lambda: T0)
 
     yield make
     for db in opened:
@@ -180,3 +180,42 @@ def test_a_quarantined_neighbour_lends_nothing(make_store: Callable[..., MemoryS
     found = store.search(alice, "violin", limit=10, query_vector=QUERY, rank_by="similarity")
     assert [s.memory.id for s in found] == [answer.id]
     assert found[0].relevance == pytest.approx(float(relevance(0.3, 0.5, 0.0)), abs=1e-6)
+
+
+# --- rag_threshold_mode: what rag_threshold reads ------------------------------------------------
+
+
+def rag_memories(store: MemoryStore, user: str) -> dict[str, str]:
+    """Two memories on either side of the default threshold 0.5 depending on the mode: one close in
+    meaning but sharing no word with the message (cosine 0.55, fused 0.6 x 0.55 = 0.33), one
+    sharing its words but further in meaning (cosine 0.45, fused 0.6 x 0.45 + 0.4 x 1 = 0.67)."""
+    return {
+        "meaning": store.add(user, "Mrs Okafor gives lessons on Tuesdays.", embedding=at_cosine(0.55, 20)).id,
+        "words": store.add(user, "The violin teacher question came up again.", embedding=at_cosine(0.45, 21)).id,
+    }
+
+
+def test_by_default_rag_threshold_reads_the_fused_score(make_store: Callable[..., MemoryStore], alice: str) -> None:
+    store = make_store()
+    assert store.settings.rag_threshold_mode == "fused"
+    ids = rag_memories(store, alice)
+    _, used = store.retrieve_for_prompt(alice, "violin teacher", QUERY)
+    assert [m.memory.id for m in used] == [ids["words"]]
+    assert used[0].fused == pytest.approx(0.6 * 0.45 + 0.4 * 1.0, abs=1e-5)
+
+
+def test_in_cosine_mode_rag_threshold_reads_the_cosine(make_store: Callable[..., MemoryStore], alice: str) -> None:
+    store = make_store({"rag_threshold_mode": "cosine"})
+    ids = rag_memories(store, alice)
+    _, used = store.retrieve_for_prompt(alice, "violin teacher", QUERY)
+    assert [m.memory.id for m in used] == [ids["meaning"]]
+    assert used[0].fused == pytest.approx(0.55, abs=1e-5) == used[0].similarity
+    # relevance is the spec's formula with that cosine (importance 0.5, never accessed: freshness 1)
+    assert used[0].relevance == pytest.approx(float(relevance(0.55, 0.5, 0.0)), abs=1e-5)
+
+
+def test_in_cosine_mode_a_lower_threshold_lets_both_in(make_store: Callable[..., MemoryStore], alice: str) -> None:
+    store = make_store({"rag_threshold_mode": "cosine", "rag_threshold": 0.44})
+    ids = rag_memories(store, alice)
+    _, used = store.retrieve_for_prompt(alice, "violin teacher", QUERY)
+    assert {m.memory.id for m in used} == set(ids.values())

@@ -13,7 +13,7 @@ from assistant.storage.migrations import MIGRATIONS, applied, migrate
 
 EXPECTED_COLUMNS = {
     "meta": ["key", "value"],
-    "api_keys": ["key_hash", "user_id", "name", "scope", "created_at", "last_used_at"],
+    "api_keys": ["key_hash", "user_id", "name", "created_at", "last_used_at", "role"],
     "conversations": ["id", "user_id", "title", "created_at", "updated_at"],
     "messages": [
         "id", "conversation_id", "role", "content", "model", "prompt_tokens", "completion_tokens", "created_at", "seq",
@@ -34,11 +34,13 @@ EXPECTED_COLUMNS = {
                            "result_sealed", "error", "started_at", "finished_at"],
     "agentic_events": ["task_id", "seq", "event", "data_sealed", "created_at"],
     "command_catalog": ["id", "name", "description", "command", "category", "risk_level", "os",
-                        "requires_approval", "is_default", "created_by", "created_at", "updated_at"],
+                        "requires_approval", "is_default", "created_by", "created_at", "updated_at", "network"],
     "command_executions": ["id", "catalog_id", "approval_id", "user_id", "command", "status", "exit_code",
                            "stdout_sealed", "stderr_sealed", "duration_ms", "timed_out", "truncated", "executed_at"],
-    "command_approvals": ["id", "catalog_id", "catalog_name", "command", "risk_level", "requested_by", "status",
-                          "reason_sealed", "decided_by", "decided_at", "execution_id", "created_at"],
+    "command_approvals": ["id", "kind", "catalog_id", "catalog_name", "command", "risk_level", "tool_name",
+                          "arguments_sealed", "conversation_id", "message_id", "result_sealed", "tool_run_id",
+                          "requested_by", "status", "reason_sealed", "decided_by", "decided_at", "execution_id",
+                          "created_at"],
     "command_audit": ["id", "action", "catalog_id", "approval_id", "execution_id", "user_id", "detail_sealed",
                       "at"],
     "voice_rooms": ["id", "name", "is_online", "volume", "muted", "last_seen", "created_at", "updated_at"],
@@ -120,9 +122,9 @@ def test_constraints_of_the_schema(tmp_path: Path) -> None:
                 "INSERT INTO messages (id, conversation_id, role, content, created_at, seq) VALUES (?, ?, ?, ?, ?, ?)",
                 ("m1", "c1", "robot", "hi", now, 1),
             )
-        with pytest.raises(apsw.ConstraintError):  # scope is checked
+        with pytest.raises(apsw.ConstraintError):  # role is checked
             db.execute(
-                "INSERT INTO api_keys (key_hash, user_id, name, scope, created_at) VALUES ('h', 'u', 'n', 'admin', ?)",
+                "INSERT INTO api_keys (key_hash, user_id, name, role, created_at) VALUES ('h', 'u', 'n', 'full', ?)",
                 (now,),
             )
         db.execute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from assistant.chat.service import ChatRequest
+from assistant.config import Settings, ToolCallingSettings
 from assistant.tools.base import ToolContext, tool
 from assistant.tools.selection import ToolSelector
 
@@ -71,8 +72,8 @@ def test_at_most_max_tools_and_tool_vectors_are_embedded_once() -> None:
 
 
 def test_chat_offers_only_the_tools_a_message_is_about(make_settings, make_services, model) -> None:
-    """The default ("auto") selection: a reminder request is offered the reminder tools; a joke
-    goes through the plain chat flow; named tools are offered as named."""
+    """The "auto" selection: a reminder request is offered the reminder tools; a joke goes through
+    the plain chat flow; named tools are offered as named."""
     services = make_services(make_settings(tool_calling={"selection": "auto"}), model)
     chat = services.chat
     remind = chat.offered_tools(ChatRequest("Remind me to stretch in ten minutes"))
@@ -80,3 +81,16 @@ def test_chat_offers_only_the_tools_a_message_is_about(make_settings, make_servi
     assert chat.offered_tools(ChatRequest("Tell me a joke about cats.")) is None
     assert chat.offered_tools(ChatRequest("Tell me a joke", enabled_tools=("recall_memory",))) == ("recall_memory",)
     assert chat.offered_tools(ChatRequest("Remind me at 5", enabled_tools=())) is None
+
+
+def test_by_default_an_omitted_enabled_tools_offers_every_tool(clean_env, tmp_path, make_services,  # noqa: ANN001
+                                                               model) -> None:
+    """The spec: omitted or null enabled_tools means all registered tools (selection "all")."""
+    assert ToolCallingSettings().selection == "all"
+    services = make_services(Settings.load(server={"data_dir": str(tmp_path)}, inference={"backend": "scripted"},
+                                           memory={"embedding_backend": "hashing"}), model)
+    chat = services.chat
+    for message in ("Tell me a joke about cats.", "Remind me to stretch in ten minutes"):
+        assert chat.offered_tools(ChatRequest(message)) == tuple(chat.tool_names)
+    assert chat.offered_tools(ChatRequest("Tell me a joke", enabled_tools=("recall_memory",))) == ("recall_memory",)
+    assert chat.offered_tools(ChatRequest("hi", enabled_tools=())) is None

@@ -37,6 +37,7 @@ def test_a_spoken_question_is_answered_out_loud(tmp_path: Path, default_model_pa
         security={"rate_limit_enabled": False},
         voice={"mqtt": {"host": mosquitto.host, "port": mosquitto.port, "topic_prefix": "home"},
                "conversation": {"follow_up_window_ms": FOLLOW_UP_MS}},
+        tool_calling={"selection": "auto"},  # the question needs no tool: a short prompt
     )
     headers = {"Authorization": f"Bearer {key}"}
     transitions: list[SessionEvent] = []
