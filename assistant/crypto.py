@@ -123,20 +123,18 @@ class Sealer:
         nonce, ciphertext = bytes(sealed[:NONCE_BYTES]), bytes(sealed[NONCE_BYTES:])
         return bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(ciphertext, aad, nonce, self._key)
 
-    def seal(self, text: str, at: SealContext | None = None) -> bytes:
+    def seal(self, text: str, at: SealContext) -> bytes:
         """``text`` sealed for the place ``at`` (it opens only there)."""
         return self.seal_data(text.encode("utf-8"), at)
 
-    def open(self, sealed: bytes, at: SealContext | None = None) -> str:
+    def open(self, sealed: bytes, at: SealContext) -> str:
         """The text sealed for ``at``; SealedValueMismatch if it was sealed for another place."""
         return self.open_data(sealed, at).decode("utf-8")
 
-    def seal_data(self, data: bytes, at: SealContext | None) -> bytes:
-        return self.seal_bytes(data, None if at is None else at.aad())
+    def seal_data(self, data: bytes, at: SealContext) -> bytes:
+        return self.seal_bytes(data, at.aad())
 
-    def open_data(self, sealed: bytes, at: SealContext | None) -> bytes:
-        if at is None:  # TRANSITIONAL: stores not yet bound to their rows (catalog, agent profiles)
-            return self.open_bytes(sealed)
+    def open_data(self, sealed: bytes, at: SealContext) -> bytes:
         try:
             return self.open_bytes(sealed, at.aad())
         except CryptoError:
