@@ -6,6 +6,7 @@ It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never i
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -92,6 +93,9 @@ def serve(
     server = settings.server
     typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
                f"(docs at /swagger-ui/); data in {settings.data_dir}")
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again: with the default action
+    # that would kill the process before the services close (database, voice bus, scheduler). Exit 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
         uvicorn.run(create_app(services), host=server.host, port=server.port, log_level=server.log_level,
                     timeout_graceful_shutdown=5)

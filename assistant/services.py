@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from assistant.agents.profiles import ProfileStore
-from assistant.agents.tasks import build_agentic
-from assistant.catalog import build_catalog
+from assistant.agents.tasks import AgenticService, build_agentic
+from assistant.catalog import CommandCatalog, build_catalog
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
@@ -30,7 +30,7 @@ from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
-from assistant.messaging.service import create_messaging
+from assistant.messaging.service import MessagingService, create_messaging
 from assistant.observability.metrics import Metrics
 from assistant.ratelimit import RateLimiter
 from assistant.security import KeyStore
@@ -41,7 +41,10 @@ from assistant.storage.memory_key import open_store_sealer
 from assistant.system import SystemMonitor
 from assistant.tools.base import CapabilityDeps
 from assistant.tools.catalog import Toolbox, build_toolbox
-from assistant.voice.service import build_voice
+from assistant.voice.service import VoiceService, build_voice
+
+if TYPE_CHECKING:  # APScheduler is imported when the scheduler starts, not with the package
+    from apscheduler.schedulers.background import BackgroundScheduler
 
 DB_FILE = "assistant.db"
 ANALYTICS_FILE = "analytics.duckdb"
@@ -64,14 +67,14 @@ class Services:
     sealer: Sealer
     memory: MemoryStore | None = None
     tools: Toolbox | None = None
-    voice: Any = None  # assistant.voice.service.VoiceService while a [voice] section is present
-    commands: Any = None  # assistant.commands.service.CommandService
-    messaging: Any = None  # assistant.messaging.service.MessagingService while [messenger] enabled
-    agentic: Any = None  # assistant.agents.tasks.AgenticService
-    catalog: Any = None  # assistant.catalog.CommandCatalog
-    profiles: Any = None  # assistant.agents.profiles.ProfileStore
-    snippets: Any = None  # assistant.snippets.SnippetStore
-    scheduler: Any = None  # an APScheduler scheduler once `start_background` ran
+    voice: VoiceService | None = None  # while a [voice] section is present
+    commands: CommandService | None = None
+    messaging: MessagingService | None = None  # while [messenger] enabled
+    agentic: AgenticService | None = None
+    catalog: CommandCatalog | None = None
+    profiles: ProfileStore | None = None
+    snippets: SnippetStore | None = None
+    scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     started_at: float = field(default_factory=time.time)
 
     @property

@@ -110,8 +110,8 @@ def audit_log(
     `execute`, `approval_requested`, `approved`, `denied`; `user_id` is the caller (null for the
     default entries the server created); `detail` says what happened (for `execute`: status, exit
     code, duration). Decisions on tool-call approvals are here too (no `catalog_id`). Details are
-    sealed at rest. Rows keep the ids of entries deleted later. An admin key sees every event; any
-    other key only the events of its own user."""
+    sealed at rest. Rows keep the ids of entries deleted later. An admin key sees every user's
+    events; any other key only the events of its own user (its changes, runs and requests)."""
     events = catalog_of(services).audit.list(limit, offset, action=action,
                                              catalog_id=str(catalog_id) if catalog_id else None,
                                              user_id=user.owner_filter())

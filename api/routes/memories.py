@@ -78,7 +78,9 @@ def memory_stats(user: CurrentPrincipal, services: ServicesDep) -> MemoryStats:
 @router.post("/decay", response_model=DecayResult, responses=error_responses(*AUTH_ERRORS, 503))
 async def decay_memories(user: CurrentPrincipal, services: ServicesDep) -> DecayResult:
     """Run one decay cycle now over the caller's memories and say what changed. Time is counted
-    from each memory's previous decay, so running it twice does not charge the idle time twice."""
+    from each memory's previous decay, so running it twice does not charge the idle time twice.
+    Then the clean-up: a memory at or below `memory.min_importance` for
+    `memory.cleanup_after_days` (30) days in a row is archived (`cleaned_up` counts them)."""
     report = await asyncio.to_thread(store(services).decay, str(user.user_id))
     return DecayResult(ran_at=report.ran_at, processed=report.processed, changed=report.changed,
                        cleaned_up=report.cleaned_up, changes=report.changes)

@@ -1,6 +1,9 @@
 """Voice rooms, their live sessions, and the voice subsystem's status.
 
-Rooms belong to the household: every key sees and manages the same rooms. While the voice
+A room belongs to the user of the key that created it (rooms that existed before rooms had owners belong
+to the installation owner): a key lists, reads, changes and deletes only its user's rooms, and another
+user's room answers 404 `NOT_FOUND` as if it did not exist. An admin key sees and manages every room.
+Satellites address rooms by id over MQTT whoever owns them. While the voice
 subsystem is disabled (no `[voice]` section in the configuration) every route here answers 503
 `SERVICE_UNAVAILABLE` except `GET /v1/voice/status`, which reports enabled false, every other
 boolean false and both counts 0.
@@ -50,54 +53,58 @@ def voice(services: Services) -> VoiceService:
 
 
 @router.get("/rooms", response_model=RoomList, responses=error_responses(*AUTH_ERRORS, 503))
-def list_rooms(_: CurrentPrincipal, services: ServicesDep) -> RoomList:
-    """Every room, oldest first (then by name)."""
-    rooms = voice(services).rooms.list()
+def list_rooms(principal: CurrentPrincipal, services: ServicesDep) -> RoomList:
+    """The caller's rooms (an admin key: every room), oldest first (then by name)."""
+    rooms = voice(services).rooms.list(principal.owner_filter())
     return RoomList(rooms=[RoomOut.of(r) for r in rooms], total=len(rooms))
 
 
 @router.post("/rooms", response_model=RoomOut, responses=error_responses(400, *AUTH_ERRORS, 409, 413, 422, 503))
-def create_room(body: RoomCreate, _: CurrentPrincipal, services: ServicesDep) -> RoomOut:
-    """Create a room (200, as the spec says). A new room is offline (`is_online` false,
-    `last_seen` null) until its satellite sends a heartbeat, at the configured
-    `[voice.rooms] default_volume` (80), not muted. A name already taken (ignoring case) is 409
-    `CONFLICT`."""
-    return RoomOut.of(voice(services).rooms.create(body.name))
+def create_room(body: RoomCreate, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+    """Create a room of the caller's user (200, as the spec says). A new room is offline (`is_online`
+    false, `last_seen` null) until its satellite sends a heartbeat, at the configured
+    `[voice.rooms] default_volume` (80), not muted. A name the caller's user already gave a room
+    (ignoring case) is 409 `CONFLICT`; other users' room names do not matter."""
+    return RoomOut.of(voice(services).rooms.create(body.name, str(principal.user_id)))
 
 
 @router.get("/rooms/{room_id}", response_model=RoomOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_room(room_id: UUID, _: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+def get_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
     """One room with its presence: online while heartbeats arrive at least every
-    `[voice.rooms] heartbeat_timeout_ms` (checked every `stale_check_interval_secs`)."""
-    return RoomOut.of(voice(services).rooms.get(str(room_id)))
+    `[voice.rooms] heartbeat_timeout_ms` (checked every `stale_check_interval_secs`). Another user's
+    room is 404."""
+    return RoomOut.of(voice(services).rooms.get(str(room_id), principal.owner_filter()))
 
 
 @router.patch("/rooms/{room_id}", response_model=RoomOut,
               responses=error_responses(400, *AUTH_ERRORS, 404, 413, 422, 503))
-def update_room(room_id: UUID, body: RoomUpdate, _: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+def update_room(room_id: UUID, body: RoomUpdate, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
     """Change `volume` (0..100) and/or `muted`; only supplied fields change. A change is sent to the
     room's satellite on `{prefix}/control/{room_id}` (QoS 1) as control messages
     `{"v": 1, "room_id", "action": "volume"|"mute"|"unmute", "value", "at", "origin": "server"}` (docs/voice-bus.md).
-    During whisper-mode quiet hours the satellite is sent at most `[voice.whisper_mode] quiet_volume`."""
-    return RoomOut.of(voice(services).rooms.update(str(room_id), volume=body.volume, muted=body.muted))
+    During whisper-mode quiet hours the satellite is sent at most `[voice.whisper_mode] quiet_volume`.
+    Another user's room is 404 and nothing is sent."""
+    return RoomOut.of(voice(services).rooms.update(str(room_id), volume=body.volume, muted=body.muted,
+                                                   owner=principal.owner_filter()))
 
 
 @router.delete("/rooms/{room_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def delete_room(room_id: UUID, _: CurrentPrincipal, services: ServicesDep) -> Response:
-    """Delete the room; its active session, if any, ends."""
-    voice(services).delete_room(str(room_id))
+def delete_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
+    """Delete the room; its active session, if any, ends. Another user's room is 404."""
+    voice(services).delete_room(str(room_id), principal.owner_filter())
     return Response(status_code=204)
 
 
 @router.get("/rooms/{room_id}/session", response_model=SessionOut,
             responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_room_session(room_id: UUID, _: CurrentPrincipal, services: ServicesDep) -> SessionOut:
+def get_room_session(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> SessionOut:
     """The room's active session: `state` is `listening`, `processing`, `responding` or
-    `follow_up`. 404 `NOT_FOUND` when the room does not exist or has no active session (a session
-    whose follow-up window or maximum duration has passed is ended, hence not active)."""
+    `follow_up`. 404 `NOT_FOUND` when the room does not exist, belongs to another user or has no
+    active session (a session whose follow-up window or maximum duration has passed is ended, hence
+    not active)."""
     service = voice(services)
-    service.rooms.get(str(room_id))
+    service.rooms.get(str(room_id), principal.owner_filter())
     session = service.sessions.get_active_session(str(room_id))
     if session is None:
         raise NotFoundError(f"room {room_id} has no active voice session")

@@ -78,7 +78,10 @@ class DecayResult(BaseModel):
     ran_at: str
     processed: int = Field(description="Memories the cycle looked at.")
     changed: int = Field(description="Memories whose importance changed.")
-    cleaned_up: int = Field(description="Memories removed for falling below memory.min_importance.")
+    cleaned_up: int = Field(description="Memories archived by the clean-up: at or below memory.min_importance "
+                            "(with the defaults, Context and ToolResult memories at their 0.10 floor) for "
+                            "memory.cleanup_after_days (30) days in a row. Archived, not deleted: memory_type "
+                            "Archived, original_memory_type kept.")
     changes: list[DecayChange] = Field(description="Per-memory importance before and after (first 1,000).")
 
 

@@ -12,7 +12,8 @@ from assistant.voice.speakers import SpeakerProfile
 class RoomCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description=f"1..{MAX_NAME_CHARS} characters, one line, unique ignoring case (trimmed).",
+    name: str = Field(description=f"1..{MAX_NAME_CHARS} characters, one line (trimmed); unique among the "
+                                  "caller's rooms, ignoring case.",
                       json_schema_extra={"maxLength": MAX_NAME_CHARS})
 
 
@@ -27,6 +28,9 @@ class RoomUpdate(BaseModel):
 
 class RoomOut(BaseModel):
     id: str
+    owner_user_id: str = Field(description="Addition to the spec's shape: the user the room belongs to (the key's "
+                                           "user that created it; the installation owner for rooms that existed "
+                                           "before rooms had owners).")
     name: str
     is_online: bool
     volume: int = Field(ge=0, le=100)
@@ -36,7 +40,7 @@ class RoomOut(BaseModel):
 
     @classmethod
     def of(cls, room: Room) -> RoomOut:
-        return cls(id=room.id, name=room.name, is_online=room.is_online, volume=room.volume, muted=room.muted,
+        return cls(id=room.id, owner_user_id=room.owner_user_id, name=room.name, is_online=room.is_online, volume=room.volume, muted=room.muted,
                    last_seen=room.last_seen, created_at=room.created_at)
 
 

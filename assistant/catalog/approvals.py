@@ -68,11 +68,6 @@ class Approval:
     result: Any = None
     error: str | None = None
 
-    @property
-    def subject(self) -> str:
-        """What it is about, for messages: the catalog entry's or the tool's name."""
-        return repr(self.catalog_name) if self.kind is ApprovalKind.COMMAND else f"the tool call {self.tool_name}"
-
 
 def clean_reason(reason: str | None) -> str | None:
     """A decision's reason, stripped (blank: none); ValidationFailed when too long."""

@@ -104,6 +104,9 @@ class MemorySettings(Section):
     rag_threshold_mode: Literal["fused", "cosine"] = "fused"
     merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
     min_importance: float = Field(0.1, ge=0.0, le=1.0)
+    # A memory at or below min_importance for this many days is archived by the decay run
+    # (assistant/memory/decay.py explains why archive, and why not "strictly below").
+    cleanup_after_days: float = Field(30, gt=0, le=3650)
     decay_factor: float = Field(0.95, gt=0.0, le=1.0)
     enable_encryption: bool = True
     encryption_key_path: Path = Path("memory.key")  # relative paths live in the data directory

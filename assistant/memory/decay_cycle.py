@@ -8,9 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from assistant.config import MemorySettings
-from assistant.memory.decay import DECAY_PARAMS, NOT_DECAYED, base_rate_from_factor
+from assistant.memory.decay import (
+    CLEANED_UP,
+    DECAY_PARAMS,
+    NOT_DECAYED,
+    SECONDS_PER_DAY,
+    base_rate_from_factor,
+    cleanup_due,
+    next_low_since,
+)
 from assistant.memory.records import iso_of
+from assistant.memory.types import MemoryType
 from assistant.storage.db import Database
 
 
@@ -24,10 +35,10 @@ class DecayReport:
 
 
 def run_decay(db: Database, settings: MemorySettings, now: float, user_id: str | None = None, *,
-              collect_changes: bool = True, max_changes: int = 1000) -> tuple[DecayReport, list[dict]]:
-    """One decay cycle (all users, or one); then clean up memories below ``min_importance``.
-    ``days`` counts from each memory's previous decay (or creation). Returns the report and the
-    removed rows (``rowid``, ``user_id``), which the caller drops from its vector indexes."""
+              collect_changes: bool = True, max_changes: int = 1000) -> DecayReport:
+    """One decay cycle (all users, or one), in one SQL statement; then the clean-up: memories at or
+    below ``min_importance`` for ``cleanup_after_days`` are archived (see :mod:`assistant.memory.decay`).
+    ``days`` counts from each memory's previous decay (or creation)."""
     base = base_rate_from_factor(settings.decay_factor)
     params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
     values = ",".join("(?, ?, ?)" for _ in params)
@@ -69,12 +80,40 @@ def run_decay(db: Database, settings: MemorySettings, now: float, user_id: str |
         else:
             db.execute(sql, [*flat, base, now, now, *user_args])
             report.processed = report.changed = int(db.scalar("SELECT changes()"))
-        doomed = db.query(
-            f"SELECT memory_rowid AS rowid, user_id FROM memory_scores WHERE importance < ? "
-            f"AND decay_type NOT IN ({skip}) {user_clause}",
-            [settings.min_importance, *user_args],
-        )
-        if doomed:
-            db.executemany("DELETE FROM memories WHERE rowid = ?", [(r["rowid"],) for r in doomed])
-    report.cleaned_up = len(doomed)
-    return report, doomed
+        report.cleaned_up = clean_up(db, settings, now, user_id)
+    return report
+
+
+def clean_up(db: Database, settings: MemorySettings, now: float, user_id: str | None = None) -> int:
+    """Track since when each memory is at or below ``min_importance`` and archive those that
+    have been for ``cleanup_after_days`` (:func:`next_low_since`, :func:`cleanup_due`). Only
+    rows whose state may change are read: one that has just got low, one that is no longer,
+    one that is due; a memory that stays low reads nothing. Returns how many were archived."""
+    s = settings
+    low, due_before = s.min_importance + 1e-12, now - s.cleanup_after_days * SECONDS_PER_DAY + 1e-6
+    clause, args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
+    skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
+    rows = db.query(
+        "SELECT memory_rowid AS rowid, importance, low_since FROM memory_scores "
+        f"WHERE decay_type NOT IN ({skip}) AND low_since IS NOT ? {clause} AND ((importance <= ? AND "
+        "low_since IS NULL) OR (importance > ? AND low_since IS NOT NULL) OR low_since <= ?)",
+        [CLEANED_UP, *args, low, low, due_before],
+    )
+    if not rows:
+        return 0
+    before = np.array([np.nan if r["low_since"] is None else r["low_since"] for r in rows], dtype=np.float64)
+    after = next_low_since(np.array([r["importance"] for r in rows]), before, now, s.min_importance)
+    due = cleanup_due(after, now, s.cleanup_after_days)
+    db.executemany("UPDATE memory_scores SET low_since = ? WHERE memory_rowid = ?",
+                   [(CLEANED_UP if d else None if np.isnan(a) else float(a), r["rowid"])
+                    for r, a, d in zip(rows, after, due, strict=True)])
+    archived = 0
+    for r, d in zip(rows, due, strict=True):  # an Archived memory is marked, not archived again
+        if d:
+            db.execute(
+                "UPDATE memories SET original_memory_type = memory_type, memory_type = ?, archived_at = ? "
+                "WHERE rowid = ? AND memory_type != ?",
+                (MemoryType.ARCHIVED.value, iso_of(now), r["rowid"], MemoryType.ARCHIVED.value),
+            )
+            archived += int(db.scalar("SELECT changes()"))
+    return archived

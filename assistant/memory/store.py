@@ -362,7 +362,7 @@ class MemoryStore:
                  None if vector is None else vector.tobytes(), row["rowid"]),
             )
             db.execute(
-                "UPDATE memory_scores SET importance = ?, decay_type = ? WHERE memory_rowid = ?",
+                "UPDATE memory_scores SET importance = ?, decay_type = ?, low_since = NULL WHERE memory_rowid = ?",
                 (max(old.importance, importance), decay_type(kind, old.original_memory_type), row["rowid"]),
             )
             if content != old.content:
@@ -376,9 +376,7 @@ class MemoryStore:
 
     def decay(self, user_id: str | None = None, *, now: float | None = None, collect_changes: bool = True,
               max_changes: int = 1000) -> DecayReport:
-        """One decay cycle (all users, or one), then the clean-up (:func:`run_decay`)."""
-        report, removed = run_decay(self.db, self.settings, self.clock() if now is None else now, user_id,
-                                    collect_changes=collect_changes, max_changes=max_changes)
-        for r in removed:
-            self.indexes.remove(r["user_id"], [r["rowid"]])
-        return report
+        """One decay cycle (all users, or one), then the clean-up (:func:`run_decay`): memories at or
+        below ``min_importance`` for ``cleanup_after_days`` are archived."""
+        return run_decay(self.db, self.settings, self.clock() if now is None else now, user_id,
+                         collect_changes=collect_changes, max_changes=max_changes)

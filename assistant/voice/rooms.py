@@ -3,9 +3,14 @@
 A new room is offline, at the configured ``default_volume`` (80), not muted, never seen. A
 heartbeat (on the status topic) makes it online and sets ``last_seen``; :meth:`RoomStore.check_stale`
 (meant to run every ``stale_check_interval_secs``, 30 s) turns offline every online room whose last
-heartbeat is ``heartbeat_timeout_ms`` (30 s) old or older. Rooms belong to the household, not to one
-user: every key sees the same rooms. Room names are 1..100 characters, one line, unique ignoring
-case; they are labels, not user content, and are stored in clear.
+heartbeat is ``heartbeat_timeout_ms`` (30 s) old or older. Room names are 1..100 characters, one
+line, unique per owner ignoring case; they are labels, not user content, and are stored in clear.
+
+A room belongs to a user (``owner_user_id``): the user of the key that created it, or, for a room
+created without one (by a satellite, a notebook or a benchmark), the installation owner
+(:meth:`assistant.security.KeyStore.owner_user_id`). Methods that take ``owner`` act only on that
+user's rooms (another user's room is :class:`NotFoundError`, as if it did not exist); ``owner=None``
+means every room (administrators, and the pipeline, which serves every satellite).
 
 Volume and mute changes are sent to the room's satellite as control messages (``volume`` with the new
 value, ``mute``/``unmute``; :class:`assistant.voice.messages.ControlMessage`) through a
@@ -25,6 +30,7 @@ import apsw
 from assistant.clock import iso, utcnow
 from assistant.config import RoomSettings
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
+from assistant.security import KeyStore
 from assistant.storage.db import Database
 from assistant.voice.messages import ControlAction, ControlMessage
 
@@ -40,6 +46,7 @@ class Room:
     muted: bool
     last_seen: str | None
     created_at: str
+    owner_user_id: str
 
 
 class ControlPublisher(Protocol):
@@ -55,7 +62,8 @@ class NullControlPublisher:
 
 def _row(row: dict[str, Any]) -> Room:
     return Room(id=row["id"], name=row["name"], is_online=bool(row["is_online"]), volume=int(row["volume"]),
-                muted=bool(row["muted"]), last_seen=row["last_seen"], created_at=row["created_at"])
+                muted=bool(row["muted"]), last_seen=row["last_seen"], created_at=row["created_at"],
+                owner_user_id=row["owner_user_id"])
 
 
 def clean_name(name: str) -> str:
@@ -79,40 +87,46 @@ class RoomStore:
     publisher: ControlPublisher = field(default_factory=NullControlPublisher)
     clock: Callable[[], datetime] = utcnow
 
-    def list(self) -> list[Room]:
-        """Every room, oldest first (then by name)."""
-        return [_row(r) for r in self.db.query("SELECT * FROM voice_rooms ORDER BY created_at, name COLLATE NOCASE")]
+    def list(self, owner: str | None = None) -> list[Room]:
+        """Every room of ``owner`` (every room when None), oldest first (then by name)."""
+        where, params = ("WHERE owner_user_id = ?", (owner,)) if owner is not None else ("", ())
+        return [_row(r) for r in self.db.query(
+            f"SELECT * FROM voice_rooms {where} ORDER BY created_at, name COLLATE NOCASE", params)]
 
-    def get(self, room_id: str) -> Room:
+    def get(self, room_id: str, owner: str | None = None) -> Room:
+        """The room; NotFoundError when it does not exist or (with ``owner``) belongs to another user."""
         row = self.db.one("SELECT * FROM voice_rooms WHERE id = ?", (room_id,))
-        if row is None:
+        if row is None or (owner is not None and row["owner_user_id"] != owner):
             raise NotFoundError(f"room {room_id} not found")
         return _row(row)
 
-    def create(self, name: str) -> Room:
+    def create(self, name: str, owner: str | None = None) -> Room:
+        """A new room of ``owner`` (None: the installation owner, as for a room a satellite announces)."""
         name = clean_name(name)
+        owner = owner if owner is not None else str(KeyStore(self.db).owner_user_id())
         now = iso(self.clock())
         room_id = str(uuid4())
         try:
             self.db.execute(
-                "INSERT INTO voice_rooms (id, name, is_online, volume, muted, last_seen, created_at, updated_at) "
-                "VALUES (?, ?, 0, ?, 0, NULL, ?, ?)",
-                (room_id, name, self.settings.default_volume, now, now),
+                "INSERT INTO voice_rooms (id, owner_user_id, name, is_online, volume, muted, last_seen, created_at, "
+                "updated_at) VALUES (?, ?, ?, 0, ?, 0, NULL, ?, ?)",
+                (room_id, owner, name, self.settings.default_volume, now, now),
             )
         except apsw.ConstraintError:
             raise ConflictError(f"a room named {name!r} already exists", {"name": name}) from None
         return self.get(room_id)
 
-    def delete(self, room_id: str) -> None:
-        self.get(room_id)
+    def delete(self, room_id: str, owner: str | None = None) -> None:
+        self.get(room_id, owner)
         self.db.execute("DELETE FROM voice_rooms WHERE id = ?", (room_id,))
 
-    def update(self, room_id: str, *, volume: int | None = None, muted: bool | None = None) -> Room:
+    def update(self, room_id: str, *, volume: int | None = None, muted: bool | None = None,
+               owner: str | None = None) -> Room:
         """Change volume (0..100) and/or mute; a change is sent to the satellite as a control message."""
         if volume is not None and not 0 <= volume <= 100:
             raise ValidationFailed("volume must be between 0 and 100",
                                    [{"field": "volume", "error": "must be between 0 and 100"}])
-        room = self.get(room_id)
+        room = self.get(room_id, owner)
         new_volume = room.volume if volume is None else volume
         new_muted = room.muted if muted is None else muted
         if (new_volume, new_muted) == (room.volume, room.muted):

@@ -185,9 +185,10 @@ class VoiceService:
         self.bus = None
         self.rooms.publisher = NullControlPublisher()
 
-    def delete_room(self, room_id: str) -> None:
-        """Delete the room; its active session, if any, ends (``room_deleted``)."""
-        self.rooms.delete(room_id)
+    def delete_room(self, room_id: str, owner: str | None = None) -> None:
+        """Delete the room (with ``owner``: only that user's room); its active session, if any, ends
+        (``room_deleted``)."""
+        self.rooms.delete(room_id, owner)
         if self.sessions.get_active_session(room_id) is not None:
             self.sessions.end_session(room_id, "room_deleted")
         if self.pipeline is not None:

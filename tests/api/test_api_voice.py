@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import uuid4
 
 import pytest
 
 from assistant.voice.messages import ControlAction, ControlMessage
 
 MISSING = "00000000-0000-4000-8000-000000000000"
-ROOM_KEYS = {"id", "name", "is_online", "volume", "muted", "last_seen", "created_at"}
+ROOM_KEYS = {"id", "owner_user_id", "name", "is_online", "volume", "muted", "last_seen", "created_at"}
 SESSION_KEYS = {"id", "room_id", "speaker_id", "conversation_id", "state", "follow_up_window_ms", "exchange_count",
                 "started_at", "last_activity_at"}
 
@@ -70,6 +71,37 @@ def test_create_list_get_delete(vclient, vauth) -> None:
     assert vclient.get(f"/v1/voice/rooms/{room['id']}", headers=vauth).status_code == 404
     assert vclient.delete(f"/v1/voice/rooms/{room['id']}", headers=vauth).status_code == 404
     assert vclient.get("/v1/voice/rooms", headers=vauth).json()["total"] == 1
+
+
+def test_rooms_belong_to_the_key_user_that_made_them(vclient, vauth, voice_services) -> None:
+    """Another user's room is 404 on every route and missing from its list; an admin key sees and
+    changes every room; names are unique per owner."""
+    sent: list[ControlMessage] = []
+    voice_services.voice.rooms.publisher = type("P", (), {"publish_control": lambda self, m: sent.append(m)})()
+    keys = voice_services.keys
+    users = {}
+    for name in ("alice", "bob"):
+        key, principal = keys.create(name, user_id=uuid4())
+        users[name] = ({"Authorization": f"Bearer {key}"}, str(principal.user_id))
+    (alice, alice_id), (bob, _) = users["alice"], users["bob"]
+    room = create(vclient, alice)
+    assert room["owner_user_id"] == alice_id
+    bobs = create(vclient, bob, "kitchen")  # the same name is no conflict across owners
+    path = f"/v1/voice/rooms/{room['id']}"
+    for method, url, body in (("get", path, None), ("patch", path, {"volume": 5}), ("delete", path, None),
+                              ("get", f"{path}/session", None)):
+        response = vclient.request(method, url, json=body, headers=bob)
+        assert response.status_code == 404, (method, url)
+        assert response.json()["error"]["code"] == "NOT_FOUND" and alice_id not in response.text
+    assert sent == []
+    assert vclient.get("/v1/voice/rooms", headers=bob).json() == {"rooms": [bobs], "total": 1}
+    assert vclient.get("/v1/voice/rooms", headers=alice).json() == {"rooms": [room], "total": 1}
+    assert vclient.get("/v1/voice/rooms", headers=vauth).json()["total"] == 0  # the owner's user key: its own
+    admin_key, _ = keys.create("admin", role="admin")
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    assert vclient.get("/v1/voice/rooms", headers=admin).json()["total"] == 2  # the admin sees all
+    assert vclient.patch(path, json={"volume": 7}, headers=admin).json()["volume"] == 7
+    assert vclient.delete(path, headers=alice).status_code == 204
 
 
 def test_create_errors(vclient, vauth) -> None:

@@ -1,4 +1,4 @@
-"""Rooms in SQLite: defaults, presence with a short heartbeat timeout, control messages."""
+"""Rooms in SQLite: defaults, presence with a short heartbeat timeout, control messages, owners."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import pytest
 
 from assistant.config import RoomSettings
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
+from assistant.security import KeyStore
+from assistant.storage import migrations
 from assistant.storage.db import Database
+from assistant.storage.migrations import MIGRATIONS
 from assistant.voice.messages import ControlAction, ControlMessage
 from assistant.voice.rooms import RoomStore
 
@@ -109,3 +112,52 @@ def test_delete(store: RoomStore) -> None:
         store.get(room.id)
     with pytest.raises(NotFoundError):
         store.delete(room.id)
+
+
+ALICE, BOB = "0b0e5a35-0000-4000-8000-00000000000a", "0b0e5a35-0000-4000-8000-00000000000b"
+
+
+def test_rooms_belong_to_their_owner(store: RoomStore, recorder: Recorder) -> None:
+    kitchen = store.create("Kitchen", ALICE)
+    assert kitchen.owner_user_id == ALICE
+    bobs = store.create("kitchen", BOB)  # names are unique per owner, not across owners
+    assert store.list(ALICE) == [kitchen] and store.list(BOB) == [bobs]
+    assert store.list() == [kitchen, bobs]  # no owner: every room (admins, the pipeline)
+    assert store.get(kitchen.id, ALICE) == kitchen == store.get(kitchen.id)
+    for act in (lambda: store.get(kitchen.id, BOB), lambda: store.update(kitchen.id, volume=3, owner=BOB),
+                lambda: store.delete(kitchen.id, BOB)):
+        with pytest.raises(NotFoundError, match="not found"):  # the same answer as for a missing room
+            act()
+    assert recorder.sent == []  # nothing reached Alice's satellite
+    assert store.get(kitchen.id) == kitchen
+    store.delete(kitchen.id, ALICE)
+    assert store.list() == [bobs]
+    with pytest.raises(ConflictError):
+        store.create("KITCHEN", BOB)
+
+
+def test_a_room_made_without_an_owner_belongs_to_the_installation_owner(store: RoomStore, db: Database) -> None:
+    room = store.create("Satellite room")
+    assert room.owner_user_id == str(KeyStore(db).owner_user_id())
+
+
+def test_m015_gives_existing_rooms_to_the_installation_owner(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    db = Database(tmp_path / "old.db", migrate=False)
+    try:
+        upto = next(i for i, fn in enumerate(MIGRATIONS) if fn.__name__ == "m015_voice_room_owner")
+        monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:upto])
+        migrations.migrate(db)
+        now = "2024-05-01T12:00:00.000Z"
+        db.executemany("INSERT INTO voice_rooms (id, name, is_online, volume, muted, last_seen, created_at, updated_at)"
+                       " VALUES (?, ?, 1, 40, 1, ?, ?, ?)", [("r1", "Kitchen", now, now, now),
+                                                               ("r2", "Hall", None, now, now)])
+        monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
+        assert "m015_voice_room_owner" in migrations.migrate(db)
+        owner = str(KeyStore(db).owner_user_id())  # made by the migration; the keys' default user from now on
+        rooms = RoomStore(db).list(owner)
+        assert [(r.id, r.name, r.volume, r.muted, r.last_seen) for r in rooms] == [
+            ("r2", "Hall", 40, True, None), ("r1", "Kitchen", 40, True, now)]  # same created_at: by name
+        assert RoomStore(db).list("someone else") == []
+    finally:
+        db.close()

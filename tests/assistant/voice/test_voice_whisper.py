@@ -22,7 +22,7 @@ def utc(day: int, hour: int, minute: int = 0, month: int = 1) -> datetime:
 
 
 def room(room_id: str, volume: int) -> Room:
-    return Room(room_id, room_id.title(), True, volume, False, None, "2025-01-01T00:00:00.000Z")
+    return Room(room_id, room_id.title(), True, volume, False, None, "2025-01-01T00:00:00.000Z", "owner")
 
 
 def volumes(messages: list[ControlMessage]) -> dict[str, int]:

@@ -1,0 +1,288 @@
+"""User B never reaches user A's resources: one table over every route that addresses a user resource.
+
+Three keys: an admin key, and two user keys A and B (each its own user id). For every row, A (or the
+admin, for catalog entries) creates the resource the row names; then the row's caller sends the row's
+request with A's id. The owner rules (docs/security.md) say what must come back:
+
+- user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
+  profiles, tool runs, catalog executions and approvals): B gets 404 `NOT_FOUND`, B's lists and searches
+  never hold A's item, and no answer to B carries A's text or user id;
+- catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
+  (B gets 403 `FORBIDDEN`); deciding an approval and reading the catalog's audit log (every user's runs)
+  need an admin key too (403);
+- an admin key sees every user's executions, approvals and rooms.
+
+After each row A's resource is checked to be unchanged. Every resource is made with a marker text so a
+leak of its content shows up in any answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import uuid4
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from assistant.services import Services
+from assistant.voice.audio import float_to_pcm
+from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
+
+MARK = "alpha-private-7f3a"  # in every resource A creates; never in an answer to B
+RAW = {"Content-Type": "application/octet-stream"}
+CATALOG = "/v1/commands/catalog"
+
+
+class FakeSpeakerEmbedder:
+    """A unit vector derived from the sample's bytes (no model)."""
+
+    dim = 256
+
+    def embed(self, pcm: bytes) -> np.ndarray:
+        vector = np.random.default_rng(len(pcm) + pcm[0]).normal(size=self.dim).astype(np.float32)
+        return vector / np.linalg.norm(vector)
+
+
+def speech(seed: int) -> bytes:
+    return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, 16_000))
+
+
+@dataclass
+class World:
+    client: TestClient
+    services: Services
+    keys: dict[str, dict[str, str]]  # "admin", "a", "b" -> headers
+    a_user: str
+
+    def call(self, who: str, method: str, path: str, body: Any = None) -> Any:
+        if isinstance(body, bytes):
+            return self.client.request(method, path, content=body, headers={**self.keys[who], **RAW})
+        return self.client.request(method, path, json=body, headers=self.keys[who])
+
+    def ok(self, who: str, method: str, path: str, body: Any = None) -> dict:
+        response = self.call(who, method, path, body)
+        assert response.status_code in (200, 201, 202), response.text
+        return response.json()
+
+    def wait(self, who: str, path: str, done: Callable[[dict], bool]) -> dict:
+        deadline = time.monotonic() + 60  # a bound against hangs, not a timing assertion
+        while True:
+            found = self.ok(who, "GET", path)
+            if done(found) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    def entry(self, who: str = "admin", **fields: Any) -> str:
+        body = {"name": f"Echo {uuid4().hex[:8]}", "description": MARK, "command": f"echo {MARK}",
+                "category": "system", "risk_level": "low", "os": "any", **fields}
+        return self.ok(who, "POST", CATALOG, body)["id"]
+
+
+# --- what A makes, and how A checks it is unchanged -----------------------------------------------
+
+
+def make_memory(w: World) -> str:
+    return w.ok("a", "POST", "/v1/memories", {"content": f"My locker code is {MARK}", "summary": MARK})["id"]
+
+
+def make_conversation(w: World) -> str:
+    return w.ok("a", "POST", "/v1/chat", {"message": f"Remember {MARK}"})["conversation_id"]
+
+
+def make_snippet(w: World) -> str:
+    return w.ok("a", "POST", "/v1/snippets", {"title": f"Note {MARK}", "content": MARK})["id"]
+
+
+def make_profile(w: World) -> str:
+    return w.ok("a", "POST", "/v1/agent-profiles", {"name": "alphabot", "role": MARK})["id"]
+
+
+def make_task(w: World) -> str:
+    task_id = w.ok("a", "POST", "/v1/agentic/tasks", {"description": f"Plan {MARK}", "require_approval": True}
+                   )["task_id"]
+    task = w.wait("a", f"/v1/agentic/tasks/{task_id}", lambda t: t["status"] == "awaiting_approval")
+    assert task["status"] == "awaiting_approval", task
+    return task_id
+
+
+def make_room(w: World) -> str:
+    return w.ok("a", "POST", "/v1/voice/rooms", {"name": f"Study {MARK}"})["id"]
+
+
+def make_speaker(w: World) -> str:
+    return w.ok("a", "POST", f"/v1/voice/speakers/enroll?name=Alpha-{MARK}", speech(1))["id"]
+
+
+def make_tool_run(w: World) -> str:
+    w.services.chat_model.enqueue(tool_calls=[("store_memory", {"content": f"Sister {MARK}", "memory_type": "fact"})])
+    w.services.chat_model.enqueue("Noted.")
+    reply = w.ok("a", "POST", "/v1/chat", {"message": "My sister is called Anna"})
+    assert [r["tool"] for r in reply["tool_runs"]] == ["store_memory"]
+    return reply["conversation_id"]
+
+
+def make_catalog_entry(w: World) -> str:
+    return w.entry("admin")
+
+
+def make_execution(w: World) -> str:
+    return w.ok("a", "POST", f"{CATALOG}/{w.entry()}/execute")["execution_id"]
+
+
+def make_approval(w: World) -> str:
+    return w.ok("a", "POST", f"{CATALOG}/{w.entry(requires_approval=True)}/execute")["approval_id"]
+
+
+MAKE: dict[str, Callable[[World], str]] = {
+    "memory": make_memory, "conversation": make_conversation, "snippet": make_snippet, "profile": make_profile,
+    "task": make_task, "room": make_room, "speaker": make_speaker, "tool_run": make_tool_run,
+    "catalog_entry": make_catalog_entry, "execution": make_execution, "approval": make_approval,
+}
+
+
+def intact(w: World, resource: str, ident: str) -> None:
+    """A (the admin for a catalog entry) still finds the resource as it was made."""
+    match resource:
+        case "memory":
+            assert MARK in w.ok("a", "GET", f"/v1/memories/{ident}")["content"]
+        case "conversation":
+            assert w.ok("a", "POST", "/v1/chat", {"message": "again", "conversation_id": ident}
+                        )["conversation_id"] == ident
+        case "snippet":
+            assert w.ok("a", "GET", f"/v1/snippets/{ident}")["content"] == MARK
+        case "profile":
+            assert w.ok("a", "GET", f"/v1/agent-profiles/{ident}")["role"] == MARK
+        case "task":
+            assert w.ok("a", "GET", f"/v1/agentic/tasks/{ident}")["status"] == "awaiting_approval"
+        case "room":
+            assert w.ok("a", "GET", f"/v1/voice/rooms/{ident}")["volume"] == 80
+        case "speaker":
+            mine = w.ok("a", "GET", "/v1/voice/speakers")["speakers"]
+            assert [(s["id"], s["enrollment_count"]) for s in mine] == [(ident, 1)]
+        case "tool_run":
+            assert len(w.ok("a", "GET", f"/v1/tools/runs?conversation_id={ident}")["runs"]) == 1
+        case "catalog_entry":
+            assert w.ok("admin", "GET", f"{CATALOG}/{ident}")["description"] == MARK
+        case "execution":
+            assert w.ok("a", "GET", f"{CATALOG}/executions/{ident}")["execution_id"] == ident
+        case "approval":
+            assert w.ok("a", "GET", f"/v1/approvals/{ident}")["status"] == "pending"
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+ABSENT, PRESENT = "absent", "present"  # for 200 rows: A's id and text must not / must be in the answer
+
+
+@dataclass(frozen=True)
+class Row:
+    resource: str
+    who: str
+    method: str
+    path: str  # "{id}" is A's resource id
+    body: Any = None
+    status: int = 404
+    seen: str = ABSENT
+
+    @property
+    def id(self) -> str:
+        return f"{self.resource}:{self.who}:{self.method} {self.path}"
+
+
+def rows(resource: str, *items: tuple) -> list[Row]:
+    return [Row(resource, *item) for item in items]
+
+
+M, S, P, T, R = "/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/agentic/tasks", "/v1/voice/rooms"
+TABLE: list[Row] = [
+    *rows("memory", ("b", "GET", f"{M}/{{id}}"), ("b", "DELETE", f"{M}/{{id}}"),
+          ("b", "GET", M, None, 200), ("b", "GET", f"{M}/search?q={MARK}", None, 200)),
+    *rows("conversation", ("b", "POST", "/v1/chat", {"message": "hi", "conversation_id": "{id}"}),
+          ("b", "POST", "/v1/chat/stream", {"message": "hi", "conversation_id": "{id}"})),
+    *rows("snippet", ("b", "GET", f"{S}/{{id}}"), ("b", "GET", f"{S}/{{id}}/resolved"),
+          ("b", "PUT", f"{S}/{{id}}", {"content": "overwritten"}), ("b", "DELETE", f"{S}/{{id}}"),
+          ("b", "GET", S, None, 200), ("b", "GET", f"{S}/search?q={MARK}", None, 200)),
+    *rows("profile", ("b", "GET", f"{P}/{{id}}"), ("b", "PUT", f"{P}/{{id}}", {"role": "overwritten"}),
+          ("b", "DELETE", f"{P}/{{id}}"), ("b", "GET", P, None, 200),
+          # in chat another user's profile is an unknown reference: 422 naming the field, as for any id
+          ("b", "POST", "/v1/chat", {"message": "hi", "mentioned_profile_ids": ["{id}"]}, 422)),
+    *rows("task", ("b", "GET", f"{T}/{{id}}"), ("b", "GET", f"{T}/{{id}}/stream"),
+          ("b", "POST", f"{T}/{{id}}/cancel"), ("b", "POST", f"{T}/{{id}}/approve"), ("b", "GET", T, None, 200)),
+    *rows("room", ("b", "GET", f"{R}/{{id}}"), ("b", "PATCH", f"{R}/{{id}}", {"volume": 5}),
+          ("b", "DELETE", f"{R}/{{id}}"), ("b", "GET", f"{R}/{{id}}/session"), ("b", "GET", R, None, 200),
+          ("admin", "GET", R, None, 200, PRESENT), ("admin", "GET", f"{R}/{{id}}", None, 200, PRESENT)),
+    *rows("speaker", ("b", "DELETE", "/v1/voice/speakers/{id}"), ("b", "GET", "/v1/voice/speakers", None, 200),
+          # B enrolling under A's profile name makes B's own profile; A's is not touched
+          ("b", "POST", f"/v1/voice/speakers/enroll?name=Alpha-{MARK}", speech(2), 201)),
+    *rows("tool_run", ("b", "GET", "/v1/tools/runs", None, 200),
+          ("b", "GET", "/v1/tools/runs?conversation_id={id}", None, 200)),
+    *rows("catalog_entry", ("b", "DELETE", f"{CATALOG}/{{id}}", None, 403),
+          ("b", "POST", CATALOG, {"name": "Mine", "description": "x", "command": "id", "category": "system",
+                                  "risk_level": "low", "os": "any"}, 403)),
+    *rows("execution", ("b", "GET", f"{CATALOG}/executions/{{id}}"), ("b", "GET", f"{CATALOG}/executions", None, 200),
+          ("admin", "GET", f"{CATALOG}/executions/{{id}}", None, 200, PRESENT),
+          ("admin", "GET", f"{CATALOG}/executions", None, 200, PRESENT)),
+    *rows("execution", ("b", "GET", f"{CATALOG}/audit", None, 200, ABSENT)),  # a user sees only their own events
+    # deciding needs an admin key (other than the requester's): a user key is refused before any lookup
+    *rows("approval", ("b", "GET", "/v1/approvals/{id}"), ("b", "POST", "/v1/approvals/{id}/approve", None, 403),
+          ("b", "POST", "/v1/approvals/{id}/deny", {"reason": "mine now"}, 403),
+          ("b", "GET", "/v1/approvals", None, 200),
+          ("b", "GET", "/v1/approvals?status=pending", None, 200),
+          ("admin", "GET", "/v1/approvals/{id}", None, 200, PRESENT),
+          ("admin", "GET", "/v1/approvals", None, 200, PRESENT)),
+]
+ERROR_CODES = {403: "FORBIDDEN", 404: "NOT_FOUND", 422: "VALIDATION_ERROR"}
+
+
+def fill(value: Any, ident: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{id}", ident)
+    if isinstance(value, list):
+        return [fill(v, ident) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, ident) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture
+def world(make_settings, make_services, make_client, model) -> World:
+    services = make_services(make_settings(voice={"rooms": {"default_volume": 80}}), model)
+    assert services.voice is not None
+    services.voice.speakers = SpeakerRegistry(SpeakerStore(services.db, services.sealer),
+                                              services.settings.voice.speaker_id, FakeSpeakerEmbedder())
+    admin, _ = services.keys.create("admin", role="admin")  # the installation owner's key: the admin
+    keys, a_user = {"admin": {"Authorization": f"Bearer {admin}"}}, ""
+    for name in ("a", "b"):
+        key, principal = services.keys.create(f"user-{name}", user_id=uuid4())
+        keys[name] = {"Authorization": f"Bearer {key}"}
+        a_user = a_user or str(principal.user_id)
+    return World(make_client(services), services, keys, a_user)
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: row.id)
+def test_another_user_never_reaches_the_resource(world: World, row: Row) -> None:
+    ident = MAKE[row.resource](world)
+    response = world.call(row.who, row.method, fill(row.path, ident), fill(row.body, ident))
+    assert response.status_code == row.status, response.text
+    text = response.text
+    if row.status >= 400:
+        assert response.json()["error"]["code"] == ERROR_CODES[row.status]
+    if row.seen == PRESENT:
+        assert ident in text
+    else:
+        assert ident not in text or row.status >= 400  # an error may name the id the caller sent
+        assert MARK not in text.replace(f"Alpha-{MARK}", "")  # (the name B gave its own speaker profile)
+        assert world.a_user not in text
+    intact(world, row.resource, ident)
+
+
+def test_every_user_resource_has_rows_for_another_user() -> None:
+    """Each resource of the owner rules is in the table, for reads, changes and lists."""
+    assert set(MAKE) == {row.resource for row in TABLE}
+    for resource in MAKE:
+        methods = {row.method for row in TABLE if row.resource == resource and row.who == "b"}
+        assert methods, resource
