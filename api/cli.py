@@ -370,5 +370,9 @@ def _companion(create_app: Callable[..., object], section: object, host: str, to
         raise
 
 
+from api.cli_data import register  # noqa: E402 - backup, restore, keys rotate-memory-key
+
+register(app, keys_app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

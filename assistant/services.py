@@ -19,7 +19,7 @@ from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
 from assistant.commands.service import CommandService
 from assistant.config import Settings
-from assistant.crypto import Sealer, open_sealer
+from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder, create_embedder
 from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
 from assistant.health import (
@@ -42,6 +42,7 @@ from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
 from assistant.storage.analytics import Analytics
 from assistant.storage.db import Database
+from assistant.storage.memory_key import open_store_sealer
 from assistant.system import SystemMonitor
 from assistant.tools.base import CapabilityDeps
 from assistant.tools.catalog import Toolbox, build_toolbox
@@ -199,7 +200,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     db = Database(data_dir / DB_FILE)
     mem = settings.memory
     try:
-        sealer = open_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+        sealer = open_store_sealer(db, key_path(settings), enabled=mem.enable_encryption)
     except Exception:
         db.close()
         raise

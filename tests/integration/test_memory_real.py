@@ -24,6 +24,7 @@ from assistant.crypto import KeyMismatchError
 from assistant.embeddings.sentence_transformers import SentenceTransformerEmbedder
 from assistant.errors import ConfigError
 from assistant.llm.scripted import ScriptedChatModel
+from assistant.memory.records import sealed_at
 from assistant.memory.scoring import PREAMBLE
 from assistant.memory.store import MemoryStore
 from assistant.memory.types import MemoryType
@@ -182,7 +183,7 @@ def test_merge_with_real_embeddings(real_settings: Settings, minilm, opened) -> 
     raw = raw_bytes(real_settings.data_dir)
     assert b"Alice" not in raw and b"winter tyres" not in raw
     assert store.sealer.open(
-        services.db.scalar("SELECT content FROM memories WHERE id = ?", (first.id,))
+        services.db.scalar("SELECT content FROM memories WHERE id = ?", (first.id,)), sealed_at("content", first.id, user)
     ) == "My name is Alice."
 
 
