@@ -1,5 +1,8 @@
 """Background jobs (APScheduler): the daily memory decay cycle and the reminder check.
 
+The decay job also runs the clean-up: a memory at or below ``memory.min_importance`` for
+``memory.cleanup_after_days`` days in a row is archived (:mod:`assistant.memory.decay`).
+
 APScheduler was chosen for cron-style schedules in-process, with no broker to run. Importing this
 module starts nothing; :func:`start_scheduler` builds and starts the scheduler. The reminder job
 runs every ``reminder_interval_secs`` with ``coalesce`` and one instance at most: checks missed
@@ -28,7 +31,8 @@ REMINDER_JOB = "reminders"
 
 def run_decay(memory: MemoryStore) -> None:
     report = memory.decay(collect_changes=False)
-    log.info("memory decay: %d processed, %d cleaned up", report.processed, report.cleaned_up)
+    log.info("memory decay: %d processed, %d archived by the clean-up (at or below min_importance for "
+             "cleanup_after_days)", report.processed, report.cleaned_up)
 
 
 def run_reminders(reminders: ReminderRunner) -> None:

@@ -12,13 +12,14 @@ from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import AgenticService, build_agentic
 from assistant.breaker import Breakers
 from assistant.catalog import CommandCatalog, build_catalog
+from assistant.catalog.executor import create_runner, secret_paths
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
 from assistant.commands.service import CommandService
 from assistant.config import Settings
-from assistant.crypto import Sealer, open_sealer
+from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder, create_embedder
 from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
 from assistant.health import (
@@ -41,6 +42,7 @@ from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
 from assistant.storage.analytics import Analytics
 from assistant.storage.db import Database
+from assistant.storage.memory_key import open_store_sealer
 from assistant.system import SystemMonitor
 from assistant.tools.base import CapabilityDeps
 from assistant.tools.catalog import Toolbox, build_toolbox
@@ -198,7 +200,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     db = Database(data_dir / DB_FILE)
     mem = settings.memory
     try:
-        sealer = open_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+        sealer = open_store_sealer(db, key_path(settings), enabled=mem.enable_encryption)
     except Exception:
         db.close()
         raise
@@ -229,7 +231,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     toolbox.registry = guard_tools(toolbox.registry, breakers)
     for capability in toolbox.backends:
         breakers.get(tool_breaker_name(capability))
-    catalog = build_catalog(db, sealer, settings.commands)
+    catalog = build_catalog(db, sealer, settings.commands,
+                            runner=create_runner(settings.commands, secret_paths(settings)))
     tool_runs = ToolRunStore(db, sealer)
     chat = ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
                        toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,

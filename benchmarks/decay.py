@@ -5,11 +5,14 @@ memories through raw ``executemany`` into ``memories`` with placeholder sealed b
 sizes (content, summary, tags and a 384-dim float32 embedding, so rows are as wide as real ones),
 mixed types (incl. Archived with an original type, and Hypothesis / Quarantined, which do not
 decay), access counts and last-decay times spread over a few days, spread over ``--users`` users.
+A share of the Context, ToolResult and DreamInsight memories sits at its 0.10 floor since 0-40
+days, so the clean-up archives some on every cycle.
 
 Measured, per cycle (``--cycles``, each one simulated day after the previous):
 
 * ``MemoryStore.decay(collect_changes=False)``: the whole cycle as the scheduler runs it (the
-  UPDATE over every decaying memory, then the clean-up DELETE below ``min_importance``);
+  UPDATE over every decaying memory, then the clean-up: memories at or below ``min_importance``
+  for ``cleanup_after_days`` are archived);
 * numpy: ``assistant.memory.decay.decay_arrays`` over the same rows (arrays already in memory:
   the compute alone), and separately the time to read those arrays out of SQLite.
 
@@ -19,7 +22,8 @@ The decay state (importance, access count, decay time, decay type) therefore liv
 ``memory_scores`` table, which is all a cycle rewrites.
 
 Checked: the SQL result equals the numpy result (|difference| <= 1e-9) on ``--sample`` random
-rows, non-decaying types are untouched, and the number of processed rows matches. Target: a
+rows, non-decaying types are untouched, the number of processed rows matches, and the number
+archived equals what ``next_low_since`` / ``cleanup_due`` give on the numpy arrays. Target: a
 cycle over 1M memories <= 2 s.
 
     .venv/bin/python benchmarks/decay.py [--rows 1000000] [--cycles 3] [--sample 20000]
@@ -47,7 +51,9 @@ from assistant.memory.decay import (  # noqa: E402
     NOT_DECAYED,
     TYPE_CODES,
     base_rate_from_factor,
+    cleanup_due,
     decay_arrays,
+    next_low_since,
 )
 from assistant.memory.store import MemoryStore, iso_of  # noqa: E402
 from assistant.memory.types import MemoryType  # noqa: E402
@@ -64,6 +70,8 @@ TYPE_MIX = {
     MemoryType.ARCHIVED: 0.06, MemoryType.QUARANTINED: 0.02,
 }
 ORIGINAL_TYPES = (MemoryType.CONTEXT, MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.TOOL_RESULT)
+LOW_FLOOR_TYPES = {MemoryType.CONTEXT, MemoryType.TOOL_RESULT, MemoryType.DREAM_INSIGHT}  # floor 0.10
+AT_FLOOR_SHARE = 0.15  # of those, at their floor since 0-40 days
 
 
 def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: int = 20_000) -> None:
@@ -83,7 +91,7 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
     )
     scores_sql = (
         "INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, accessed_ts, "
-        "decay_ts) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        "decay_ts, low_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     )
     with tqdm(total=rows, desc="setup: insert memories", unit="row", unit_scale=True) as bar:
         for start in range(0, rows, batch):
@@ -93,6 +101,8 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
             access = np.minimum(rng.geometric(0.3, n) - 1, 40)
             decay_ts = now - rng.uniform(0.0, 3.0, n) * DAY
             originals = rng.choice(len(ORIGINAL_TYPES), n)
+            at_floor = rng.random(n) < AT_FLOOR_SHARE
+            low_since = now - rng.uniform(0.0, 40.0, n) * DAY
             batch_rows, score_rows = [], []
             for i in range(n):
                 kind = types[kinds[i]]
@@ -100,8 +110,10 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
                 rowid, user = start + i + 1, f"user-{(start + i) % users}"
                 batch_rows.append((rowid, f"m{start + i:09d}", user, content, summary, tags, kind.value,
                                    stamp, stamp, stamp, embedding, original))
-                score_rows.append((rowid, user, original or kind.value, float(importance[i]), int(access[i]),
-                                   float(decay_ts[i]), float(decay_ts[i])))
+                low = bool(at_floor[i]) and kind in LOW_FLOOR_TYPES
+                score_rows.append((rowid, user, original or kind.value, 0.1 if low else float(importance[i]),
+                                   0 if low else int(access[i]), float(decay_ts[i]), float(decay_ts[i]),
+                                   float(low_since[i]) if low else None))
             with db.transaction():
                 db.executemany(sql, batch_rows)
                 db.executemany(scores_sql, score_rows)
@@ -109,11 +121,12 @@ def populate(db: Database, rows: int, users: int, now: float, seed: int, batch: 
 
 
 def read_arrays(db: Database) -> dict[str, np.ndarray]:
-    """rowid, importance, access count, last decay time and decay type code of every memory."""
+    """rowid, importance, access count, last decay time, decay type code, whether it decays,
+    whether the clean-up may archive it, and since when it is low, of every memory."""
     codes = {t.value: TYPE_CODES[t] for t in MemoryType}
-    rowid, importance, access, decay_ts, code, decays = [], [], [], [], [], []
-    for r in db.query("SELECT rowid, importance, access_count, decay_ts, memory_type, original_memory_type "
-                      "FROM memory_rows"):
+    rowid, importance, access, decay_ts, code, decays, cleanable, low_since = [], [], [], [], [], [], [], []
+    for r in db.query("SELECT m.rowid, s.importance, s.access_count, s.decay_ts, s.low_since, m.memory_type, "
+                      "m.original_memory_type FROM memories m JOIN memory_scores s ON s.memory_rowid = m.rowid"):
         rowid.append(r["rowid"])
         importance.append(r["importance"])
         access.append(r["access_count"])
@@ -123,9 +136,12 @@ def read_arrays(db: Database) -> dict[str, np.ndarray]:
             kind = r["original_memory_type"] or MemoryType.CONTEXT.value
         code.append(codes[kind])
         decays.append(r["memory_type"] not in {t.value for t in NOT_DECAYED})
+        cleanable.append(decays[-1] and r["memory_type"] != MemoryType.ARCHIVED)
+        low_since.append(np.nan if r["low_since"] is None else r["low_since"])
     return {
         "rowid": np.array(rowid, dtype=np.int64), "importance": np.array(importance), "access": np.array(access),
         "decay_ts": np.array(decay_ts), "code": np.array(code, dtype=np.int64), "decays": np.array(decays),
+        "cleanable": np.array(cleanable), "low_since": np.array(low_since, dtype=np.float64),
     }
 
 
@@ -185,10 +201,11 @@ def main() -> None:
                            db.query(f"SELECT rowid, importance FROM memory_rows WHERE rowid IN ({marks})", chunk))
             kept = [i for i in pick if int(arrays["rowid"][i]) in got]
             diff = max((abs(got[int(arrays["rowid"][i])] - want[i]) for i in kept), default=0.0)
-            removed_expected = int(np.sum(want < settings.min_importance))
+            cleanable = arrays["cleanable"]
+            low = next_low_since(want[cleanable], arrays["low_since"][cleanable], now, settings.min_importance)
+            removed_expected = int(np.sum(cleanup_due(low, now, settings.cleanup_after_days)))
             ok = (diff <= 1e-9 and report.processed == int(decaying.sum())
-                  and report.cleaned_up == removed_expected
-                  and len(kept) == int(np.sum(want[pick] >= settings.min_importance)))
+                  and report.cleaned_up == removed_expected and len(kept) == len(pick))  # archived, not deleted
             ratio = sql_times[-1] / numpy_times[-1]
             print(f"{cycle:>5} {report.processed:>10,} {report.cleaned_up:>8,} {sql_times[-1]:>9.3f}s "
                   f"{numpy_times[-1]:>13.3f}s {read_times[-1]:>10.3f}s {ratio:>9.1f}x {diff:>11.2e}"

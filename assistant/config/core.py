@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal, get_args
 from uuid import UUID
@@ -50,6 +51,20 @@ class SecuritySettings(Section):
     api_keys: dict[str, ConfiguredKey] = Field(default_factory=dict)
     rate_limit_enabled: bool = True
     rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+    # Reverse proxies (IP addresses or CIDR networks) whose X-Forwarded-For / X-Forwarded-Proto the
+    # server believes. Empty (the default): proxy headers are ignored, the client IP (for the rate
+    # limit) is the TCP peer's, so a client cannot pick its own IP with a header.
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR network (e.g. 10.0.0.0/8)") from None
+        return [item.strip() for item in value]
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -112,6 +127,9 @@ class MemorySettings(Section):
     rag_threshold_mode: Literal["fused", "cosine"] = "fused"
     merge_threshold: float = Field(0.85, ge=0.0, le=1.0)
     min_importance: float = Field(0.1, ge=0.0, le=1.0)
+    # A memory at or below min_importance for this many days is archived by the decay run
+    # (assistant/memory/decay.py explains why archive, and why not "strictly below").
+    cleanup_after_days: float = Field(30, gt=0, le=3650)
     decay_factor: float = Field(0.95, gt=0.0, le=1.0)
     enable_encryption: bool = True
     encryption_key_path: Path = Path("memory.key")  # relative paths live in the data directory
@@ -144,12 +162,22 @@ class ToolCallingSettings(Section):
 
 
 class CommandsSettings(Section):
-    """The shell-command catalog: how an execution is bounded."""
+    """The shell-command catalog: how an execution is bounded. On Linux every command runs in the
+    bubblewrap sandbox (assistant/tools/shell_sandbox.py) under these limits; on Windows commands
+    run unsandboxed and only the wall clock and output cap apply."""
 
-    execution_timeout_secs: float = Field(30, gt=0, le=3600)
-    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
+    execution_timeout_secs: float = Field(30, gt=0, le=3600)  # wall clock
+    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)  # per stream; the rest is dropped
+    cpu_time_secs: float = Field(10, gt=0, le=3600)  # RLIMIT_CPU of the command's processes
+    memory_mb: int = Field(512, ge=32, le=65_536)  # RLIMIT_AS per process; also the /work tmpfs size
+    max_processes: int = Field(64, ge=4, le=4096)  # RLIMIT_NPROC of the sandbox's user
+    # more paths the sandbox must hide (the data directory, the key file, the home directory and
+    # /etc/assistant always are): a config file under /etc, say
+    hidden_paths: list[Path] = Field(default_factory=list)
     seed_defaults: bool = True  # create the default entries on first start
     default_location: str | None = None  # the weather/briefing place when args.location is omitted
+    # POST /v1/commands/parse: the longest the model may take when no quick pattern matched (then 503).
+    parse_timeout_secs: float = Field(20, gt=0, le=600)
 
 
 class AgenticSettings(Section):

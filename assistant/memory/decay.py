@@ -11,6 +11,30 @@ twice does not charge the idle period twice. ``base_decay_rate`` comes from ``me
 importance per day. Reinforcement is added once per run; the scheduled job runs daily. The result
 is capped at 1.0, the top of importance's range (the spec's formula alone would let a often-used
 memory climb past it, run after run).
+
+Clean-up ("memories below ``min_importance`` are cleaned up"): the floors make that literal reading
+dead code. Importance never goes under its type's floor, and the lowest floors (Context, ToolResult:
+0.10) equal the default ``min_importance`` (0.10), so "strictly below" never holds with the
+spec's own numbers. Two ways out were open: delete when the value before the floor dips below
+``min_importance`` (a Context memory would then vanish the day after it reaches its floor: the
+floor would protect nothing), or archive what has stayed at or below ``min_importance`` for a
+while. This module takes the second:
+
+    a memory whose importance is at or below min_importance after a decay run starts a clock
+    (``low_since``, the run's time); one that rises above it (an access adds reinforcement, an
+    edit raises importance) stops it; after ``cleanup_after_days`` (30) at or below, the memory
+    is archived — memory_type Archived, the original type kept, ``archived_at`` set.
+
+Why archive rather than delete: it is reversible (the memory keeps its content, can be read,
+searched, changed back or deleted by its owner), it is what the spec's dream mode does to memories
+at the bottom ("archive memories below their importance floor"), and it is clean-up where it
+counts: an archived memory ranks at half its relevance and half its retrieval score
+(``scoring.ARCHIVED_FACTOR``), so with the default ``rag_threshold`` 0.5 it never reaches a prompt
+again. With the spec's numbers: a Context memory stored at 0.5 and never used reaches its floor
+0.10 on day 32 (0.5 x 0.95^31 = 0.102, 0.5 x 0.95^32 = 0.097 -> 0.10) and is archived on day 62;
+Fact (0.30), Preference (0.25) and Correction (0.35) floors are above 0.10, so they are never
+archived with the defaults. :func:`next_low_since` and :func:`cleanup_due` are the rule;
+``MemoryStore.decay`` applies them after each run, and :func:`days_until_cleanup` simulates it.
 """
 
 from __future__ import annotations
@@ -22,6 +46,10 @@ import numpy as np
 
 from assistant.memory.types import MemoryType
 
+SECONDS_PER_DAY = 86_400.0
+# ``low_since`` of a memory the clean-up has archived (or found archived): never looked at again,
+# until a merge gives it new content (and a NULL ``low_since``).
+CLEANED_UP = math.inf
 REINFORCEMENT_PER_ACCESS = 0.005
 REINFORCEMENT_CAP = 0.08
 MAX_IMPORTANCE = 1.0  # importance is defined on 0..1; reinforcement added every run could pass it
@@ -100,3 +128,39 @@ def curve(memory_type: MemoryType, access_count: int, days: int = 90, *, base_de
     for _ in range(int(days / step_days)):
         values.append(decayed_importance(values[-1], memory_type, access_count, step_days, base_decay_rate))
     return values
+
+
+# --- clean-up ------------------------------------------------------------------------------------
+
+
+def next_low_since(importance, low_since, now: float, min_importance: float):
+    """Since when each memory has been at or below ``min_importance`` after a run at ``now``
+    (epoch seconds): kept when it already was, ``now`` when it has just got there, NaN (the store's
+    NULL) when it is above. ``low_since`` is NaN for a memory that was above."""
+    importance = np.asarray(importance, dtype=np.float64)
+    low_since = np.asarray(low_since, dtype=np.float64)
+    low = importance <= min_importance + 1e-12  # the floor 0.10 stored as 0.1 equals 0.1
+    value = np.where(low, np.where(np.isnan(low_since), now, low_since), np.nan)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def cleanup_due(low_since, now: float, after_days: float):
+    """Whether each memory has been at or below ``min_importance`` for ``after_days`` days."""
+    low_since = np.asarray(low_since, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        due = ~np.isnan(low_since) & (now - low_since >= after_days * SECONDS_PER_DAY - 1e-6)
+    return bool(due) if np.ndim(due) == 0 else due
+
+
+def days_until_cleanup(memory_type: MemoryType, importance: float, *, base_decay_rate: float,
+                       min_importance: float, after_days: float, access_count: int = 0,
+                       horizon_days: int = 3650) -> int | None:
+    """The day the daily job archives a memory left alone, or None within ``horizon_days``."""
+    low_since = math.nan
+    for day in range(1, horizon_days + 1):
+        importance = decayed_importance(importance, memory_type, access_count, 1.0, base_decay_rate)
+        now = day * SECONDS_PER_DAY
+        low_since = next_low_since(importance, low_since, now, min_importance)
+        if cleanup_due(low_since, now, after_days):
+            return day
+    return None

@@ -23,6 +23,7 @@ from typing import Any
 import apsw
 
 from assistant.errors import ServiceUnavailableError, StorageError
+from assistant.storage.migrations import migrate as run_migrations
 
 Params = Sequence[Any] | dict[str, Any]
 
@@ -68,8 +69,6 @@ class Database:
         if load_vec:
             self._load_vec()
         if migrate:
-            from assistant.storage.migrations import migrate as run_migrations
-
             run_migrations(self)
 
     def _load_vec(self, conn: apsw.Connection | None = None) -> None:

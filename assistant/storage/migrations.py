@@ -7,15 +7,27 @@ each, so a failure leaves the database at the last good migration.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from uuid import uuid4
 
-if TYPE_CHECKING:
-    from assistant.storage.db import Database
 
-Migration = Callable[["Database"], None]
+class Connection(Protocol):
+    """What a migration is given: :class:`assistant.storage.db.Database` satisfies it. Migrations
+    depend on this, not on the database module, so the dependency runs one way (db -> migrations)."""
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> None: ...
+
+    def executescript(self, sql: str) -> None: ...
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
+Migration = Callable[[Connection], None]
 MIGRATIONS: list[Migration] = []
 
 
@@ -24,14 +36,14 @@ def migration(fn: Migration) -> Migration:
     return fn
 
 
-def applied(db: Database) -> list[str]:
+def applied(db: Connection) -> list[str]:
     db.execute(
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     return [r["name"] for r in db.query("SELECT name FROM _migrations ORDER BY rowid")]
 
 
-def migrate(db: Database) -> list[str]:
+def migrate(db: Connection) -> list[str]:
     """Apply every migration not yet applied; returns the names applied now."""
     done = set(applied(db))
     now_applied = []
@@ -49,7 +61,7 @@ def migrate(db: Database) -> list[str]:
 
 
 @migration
-def m001_initial(db: Database) -> None:
+def m001_initial(db: Connection) -> None:
     db.executescript(
         """
         CREATE TABLE meta (
@@ -90,7 +102,7 @@ def m001_initial(db: Database) -> None:
 
 
 @migration
-def m002_memories(db: Database) -> None:
+def m002_memories(db: Connection) -> None:
     """Memories (content, summary and tags sealed), their embeddings and keyword tokens."""
     db.executescript(
         """
@@ -145,13 +157,13 @@ def m002_memories(db: Database) -> None:
 
 
 @migration
-def m003_memories_by_conversation(db: Database) -> None:
+def m003_memories_by_conversation(db: Connection) -> None:
     """Hybrid search looks up each candidate's neighbours in its conversation."""
     db.execute("CREATE INDEX memories_user_conversation ON memories(user_id, conversation_id)")
 
 
 @migration
-def m004_reminders(db: Database) -> None:
+def m004_reminders(db: Connection) -> None:
     """Reminders (text sealed), found by the scheduler through (fired_at, due_at); due_at is UTC ISO."""
     db.executescript(
         """
@@ -172,7 +184,7 @@ def m004_reminders(db: Database) -> None:
 
 
 @migration
-def m005_tool_runs(db: Database) -> None:
+def m005_tool_runs(db: Connection) -> None:
     """What the tool loop did for an answer (arguments and results sealed), for explanation."""
     db.executescript(
         """
@@ -198,7 +210,7 @@ def m005_tool_runs(db: Database) -> None:
 
 
 @migration
-def m007_command_catalog(db: Database) -> None:
+def m007_command_catalog(db: Connection) -> None:
     """The shell-command catalog (server-wide), its executions (outputs sealed), approval requests
     and the audit log (details sealed). Executions, approvals and audit rows keep the catalog id
     of an entry deleted later, so they have no foreign key to it."""
@@ -270,7 +282,7 @@ def m007_command_catalog(db: Database) -> None:
 
 
 @migration
-def m006_snippets(db: Database) -> None:
+def m006_snippets(db: Connection) -> None:
     """Snippets: title and content sealed; title_key is a keyed token of (user, normalised title)
     that makes titles unique per user ignoring case without storing them (assistant/snippets.py)."""
     db.executescript(
@@ -290,7 +302,7 @@ def m006_snippets(db: Database) -> None:
 
 
 @migration
-def m009_agentic_tasks(db: Database) -> None:
+def m009_agentic_tasks(db: Connection) -> None:
     """Agentic tasks, their sub-agents and each task's event log (descriptions, plans, results and
     event data sealed), so a task and its history outlive a restart."""
     db.executescript(
@@ -339,7 +351,7 @@ def m009_agentic_tasks(db: Database) -> None:
 
 
 @migration
-def m008_agent_profiles(db: Database) -> None:
+def m008_agent_profiles(db: Connection) -> None:
     """Agent profiles, sealed whole; the name is unique per user ignoring case through a keyed
     token of the lower-cased name (also how ``@name`` mentions are looked up)."""
     db.executescript(
@@ -359,7 +371,7 @@ def m008_agent_profiles(db: Database) -> None:
 
 
 @migration
-def m010_webhook_messages(db: Database) -> None:
+def m010_webhook_messages(db: Connection) -> None:
     """Messaging webhook: every inbound message id once (dedupe, inserted before processing) with its
     outcome, and the one conversation kept per sender and user. No message text is stored here."""
     db.executescript(
@@ -394,7 +406,7 @@ def m010_webhook_messages(db: Database) -> None:
 
 
 @migration
-def m011_voice_rooms(db: Database) -> None:
+def m011_voice_rooms(db: Connection) -> None:
     """Voice rooms and their presence (one satellite per room). Names are labels, unique ignoring case."""
     db.executescript(
         """
@@ -413,7 +425,7 @@ def m011_voice_rooms(db: Database) -> None:
 
 
 @migration
-def m012_voice_speakers(db: Database) -> None:
+def m012_voice_speakers(db: Connection) -> None:
     """Speaker profiles (a name unique per user, ignoring case) and their voice embeddings, sealed
     like memory content (biometric data); deleting a profile deletes its embeddings."""
     db.executescript(
@@ -439,7 +451,7 @@ def m012_voice_speakers(db: Database) -> None:
 
 
 @migration
-def m013_roles_and_approvals(db: Database) -> None:
+def m013_roles_and_approvals(db: Connection) -> None:
     """Key roles, the catalog's ``network`` flag, and approvals of tool calls.
 
     ``api_keys.role`` (admin | user | read-only) replaces ``scope`` (full | read). A ``read`` key
@@ -511,7 +523,7 @@ def m013_roles_and_approvals(db: Database) -> None:
 
 
 @migration
-def m015_voice_room_owner(db: Database) -> None:
+def m015_voice_room_owner(db: Connection) -> None:
     """Rooms get an owner (the user of the key that created them; rooms that existed before belong to
     the installation owner, ``meta.owner_user_id``, created here when rooms exist and no key made it yet).
     Names become unique per owner ignoring case, so a taken name never reveals another user's room.
@@ -541,3 +553,21 @@ def m015_voice_room_owner(db: Database) -> None:
         ALTER TABLE voice_rooms_new RENAME TO voice_rooms;
         """
     )
+
+
+@migration
+def m016_memory_low_since(db: Connection) -> None:
+    """Decay clean-up (assistant/memory/decay.py): since when a memory's importance has been at or
+    below memory.min_importance (epoch seconds; NULL while above). Existing memories start with
+    NULL: their clock starts at the next decay run."""
+    db.execute("ALTER TABLE memory_scores ADD COLUMN low_since REAL")
+
+
+@migration
+def m014_sealed_associated_data(db: Connection) -> None:
+    """Sealed values get associated data (table, column, row id, user id), so a ciphertext copied
+    to another row or user no longer opens there. Re-sealing needs the key, which migrations do not
+    have: an encrypted store is marked here and re-sealed in one transaction right after its key is
+    opened (assistant/storage/sealed.py ``finish_pending_reseal``); a plain store has nothing to do."""
+    if db.scalar("SELECT value FROM meta WHERE key = 'memory_encryption'") == "xchacha20poly1305":
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sealed_aad_pending', '1')")

@@ -277,6 +277,7 @@ def test_data_dir_expands_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 def test_api_keys_map_keys_to_user_uuids() -> None:
     s = Settings.load(security={"api_keys": {"k1": "6f9619ff-8b86-d011-b42d-00c04fc964ff"}})
-    assert str(s.security.api_keys["k1"]) == "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+    assert str(s.security.api_keys["k1"].user_id) == "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+    assert s.security.api_keys["k1"].role == "user"  # the short form is a user key
     with pytest.raises(ConfigError, match="security.api_keys"):
         Settings.load(security={"api_keys": {"k1": "not-a-uuid"}})

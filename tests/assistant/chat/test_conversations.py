@@ -86,3 +86,18 @@ def test_given_new_id_is_used(store: ConversationStore) -> None:
     user = uuid4()
     assert exchange(store, user, conversation_id=wanted) == wanted
     assert store.get(user, wanted).id == wanted
+
+
+def test_a_note_is_appended_to_the_owners_conversation_and_reaches_the_model_as_a_user_turn(
+        store: ConversationStore) -> None:
+    user = uuid4()
+    conversation_id = exchange(store, user)
+    assert store.add_note(uuid4(), conversation_id, "not yours") is None  # another user's conversation
+    assert store.add_note(user, str(uuid4()), "nowhere") is None
+    note_id = store.add_note(user, conversation_id, "[approval 1] The tool call x({}) was denied.")
+    assert note_id is not None
+    stored = store.messages(conversation_id)
+    assert [(m.role, m.content) for m in stored][-1] == ("tool", "[approval 1] The tool call x({}) was denied.")
+    history = store.history(conversation_id, 10)
+    assert [m.role for m in history] == ["user", "assistant", "user"]  # no tool message without its call
+    assert history[-1].content.startswith("[approval 1]")

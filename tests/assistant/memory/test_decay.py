@@ -22,10 +22,13 @@ from assistant.memory.decay import (
     DECAY_PARAMS,
     TYPE_CODES,
     base_rate_from_factor,
+    cleanup_due,
     curve,
+    days_until_cleanup,
     decay_arrays,
     decayed_importance,
     effective_rate,
+    next_low_since,
     reinforcement,
     stability,
 )
@@ -268,3 +271,64 @@ def test_curves_of_types_order_by_modifier() -> None:
     assert day30[MemoryType.CORRECTION] > day30[MemoryType.FACT] > day30[MemoryType.PREFERENCE] > day30[MemoryType.CONTEXT]
     assert day30[MemoryType.CONTEXT] == day30[MemoryType.TOOL_RESULT]
     assert day30[MemoryType.CORRECTION] == pytest.approx(0.9 * 0.95 ** 15, rel=1e-9)
+
+
+# --- clean-up: archived after 30 days at or below min_importance ----------------------------------
+
+MIN_IMPORTANCE = 0.1  # the spec's default
+AFTER_DAYS = 30  # the configuration default
+D = 86_400.0
+
+
+def test_the_clean_up_defaults() -> None:
+    settings = MemorySettings()
+    assert (settings.min_importance, settings.cleanup_after_days) == (MIN_IMPORTANCE, AFTER_DAYS)
+
+
+def test_next_low_since_starts_keeps_and_stops_the_clock() -> None:
+    assert next_low_since(0.10, math.nan, 5 * D, MIN_IMPORTANCE) == 5 * D  # reached the floor: starts
+    assert next_low_since(0.10, 2 * D, 5 * D, MIN_IMPORTANCE) == 2 * D  # still there: kept
+    assert math.isnan(next_low_since(0.105, 2 * D, 5 * D, MIN_IMPORTANCE))  # lifted above: stops
+    assert math.isnan(next_low_since(0.30, math.nan, 5 * D, MIN_IMPORTANCE))  # a Fact at its floor: never
+    got = next_low_since(np.array([0.05, 0.1, 0.35]), np.array([1.0, math.nan, 1.0]), 9.0, 0.1)
+    assert got[0] == 1.0 and got[1] == 9.0 and math.isnan(got[2])
+
+
+def test_cleanup_due_after_the_full_period() -> None:
+    assert not cleanup_due(math.nan, 100 * D, AFTER_DAYS)
+    assert not cleanup_due(10 * D, 39 * D, AFTER_DAYS)
+    assert cleanup_due(10 * D, 40 * D, AFTER_DAYS)
+    assert list(cleanup_due(np.array([0.0, math.nan, 5 * D]), 30 * D, AFTER_DAYS)) == [True, False, False]
+
+
+def test_a_context_memory_left_alone_is_archived_on_day_62() -> None:
+    """0.5 x 0.95^31 = 0.102 > 0.10 (day 31), 0.5 x 0.95^32 = 0.097 -> the floor 0.10 (day 32);
+    30 days at the floor: archived by the run of day 62."""
+    assert 0.5 * 0.95 ** 31 > 0.1 > 0.5 * 0.95 ** 32
+    for memory_type in (MemoryType.CONTEXT, MemoryType.TOOL_RESULT):
+        assert days_until_cleanup(memory_type, 0.5, base_decay_rate=BASE, min_importance=MIN_IMPORTANCE,
+                                  after_days=AFTER_DAYS) == 62
+    assert days_until_cleanup(MemoryType.CONTEXT, 0.1, base_decay_rate=BASE, min_importance=MIN_IMPORTANCE,
+                              after_days=AFTER_DAYS) == 31  # at the floor from the first run (day 1)
+
+
+@pytest.mark.parametrize("memory_type", [MemoryType.FACT, MemoryType.PREFERENCE, MemoryType.CORRECTION])
+def test_types_whose_floor_is_above_min_importance_are_never_archived(memory_type: MemoryType) -> None:
+    assert days_until_cleanup(memory_type, 0.9, base_decay_rate=BASE, min_importance=MIN_IMPORTANCE,
+                              after_days=AFTER_DAYS) is None
+
+
+def test_a_memory_in_use_is_never_archived() -> None:
+    """One access: reinforcement 0.005 a run balances the decay above the floor, at
+    i = 0.005 / (1 - e^(-BASE / (1 + ln 2))) = 0.167."""
+    assert days_until_cleanup(MemoryType.CONTEXT, 0.5, base_decay_rate=BASE, min_importance=MIN_IMPORTANCE,
+                              after_days=AFTER_DAYS, access_count=1) is None
+    balance = 0.005 / (1 - math.exp(-BASE / (1 + math.log(2))))
+    assert balance == pytest.approx(0.1675, abs=1e-3)
+
+
+def test_a_higher_min_importance_reaches_a_fact() -> None:
+    """min_importance 0.3 = the Fact floor: 0.5 x 0.95^(0.7 d) <= 0.3 from day 15 (0.7 x 15 = 10.5 >
+    ln 0.6 / ln 0.95 = 9.96), archived 30 days later."""
+    assert days_until_cleanup(MemoryType.FACT, 0.5, base_decay_rate=BASE, min_importance=0.3,
+                              after_days=AFTER_DAYS) == 45

@@ -18,6 +18,7 @@ from assistant.config import MemorySettings
 from assistant.crypto import NONCE_BYTES, Sealer, open_sealer
 from assistant.embeddings.hashing import HashingEmbedder
 from assistant.errors import NotFoundError, ValidationFailed
+from assistant.memory.records import sealed_at
 from assistant.memory.scoring import PREAMBLE
 from assistant.memory.store import MemoryStore, iso_of
 from assistant.memory.types import MemoryType
@@ -477,11 +478,12 @@ def test_near_duplicate_is_merged_on_plaintext(store: MemoryStore, alice: str, d
     # sealed once: nonce + UTF-8 of the merged text + 16-byte tag, and it decrypts with the store's key
     new_sealed = store.db.scalar("SELECT content FROM memories WHERE id = ?", (first.id,))
     assert len(new_sealed) == NONCE_BYTES + len(MERGED_TEXT.encode()) + 16
-    assert store.sealer.open(new_sealed) == MERGED_TEXT
+    at = sealed_at("content", first.id, alice)
+    assert store.sealer.open(new_sealed, at) == MERGED_TEXT
     assert new_sealed[:NONCE_BYTES] != old_sealed[:NONCE_BYTES]
     # a fresh reader with the key file decrypts it too
     key = (db_path.parent / "memory.key").read_bytes()
-    assert Sealer(key).open(new_sealed) == MERGED_TEXT
+    assert Sealer(key).open(new_sealed, at) == MERGED_TEXT
     # and the raw database bytes contain none of it in plaintext
     raw = raw_bytes(db_path)
     for needle in (b"Berlin", b"green tea", b"I have a dog", b"I live in"):
@@ -606,28 +608,78 @@ def test_quarantined_memories_do_not_decay(store: MemoryStore, alice: str, clock
     assert store.get(alice, memory.id).importance == 0.6
 
 
-def test_cleanup_below_min_importance(make_store: Callable[..., MemoryStore], alice: str, clock: Clock) -> None:
-    store = make_store(min_importance=0.5)
-    weak = store.add(alice, "weak context zebra", memory_type="context", importance=0.6)
-    strong = store.add(alice, "strong correction", memory_type="correction", importance=0.9)
-    clock.advance(10 * DAY)
-    # context: 0.6 x 0.95^10 = 0.359 < 0.5 -> removed; correction: 0.9 x 0.95^5 = 0.696 -> kept
+def test_a_memory_at_its_floor_for_30_days_is_archived(store: MemoryStore, alice: str, clock: Clock) -> None:
+    """The spec's numbers: Context floor 0.10 = min_importance 0.10; cleanup_after_days 30."""
+    weak = store.add(alice, "weak context zebra", memory_type="context", importance=0.2, embedding=at_cosine(0.9, 10))
+    fact = store.add(alice, "a fact at its floor", memory_type="fact", importance=0.2)
+    clock.advance(365 * DAY)
+    report = store.decay()  # both reach their floors; the Context one starts its 30 days
+    assert report.cleaned_up == 0
+    assert store.get(alice, weak.id).importance == pytest.approx(0.10)
+    assert store.get(alice, fact.id).importance == pytest.approx(0.30)  # above min_importance: no clock
+    clock.advance(29 * DAY)
+    assert store.decay().cleaned_up == 0
+    clock.advance(DAY)
     report = store.decay()
     assert report.cleaned_up == 1
-    with pytest.raises(NotFoundError):
-        store.get(alice, weak.id)
-    assert store.get(alice, strong.id).importance == pytest.approx(0.9 * 0.95 ** 5, abs=1e-9)
-    assert store.count(alice) == 1
-    assert all(s.memory.id != weak.id for s in store.search(alice, "weak context zebra"))
-    assert store.db.scalar("SELECT count(*) FROM memory_terms WHERE memory_rowid NOT IN (SELECT rowid FROM memories)") == 0
-
-
-def test_default_min_importance_keeps_memories_at_their_floor(store: MemoryStore, alice: str, clock: Clock) -> None:
-    memory = store.add(alice, "floor", memory_type="context", importance=0.2)
+    archived = store.get(alice, weak.id)  # archived, not deleted: still there, readable
+    assert archived.memory_type is MemoryType.ARCHIVED
+    assert archived.original_memory_type is MemoryType.CONTEXT
+    assert archived.archived_at == iso_of(T0 + 395 * DAY)
+    assert archived.content == "weak context zebra"
+    assert store.get(alice, fact.id).memory_type is MemoryType.FACT
+    found = store.search(alice, "qqq", query_vector=QUERY, mode="dense")
+    assert found[0].memory.id == weak.id and found[0].fused == pytest.approx(0.9 * 0.5, abs=1e-5)  # ARCHIVED_FACTOR
+    _, used = store.retrieve_for_prompt(alice, "qqq", QUERY)
+    assert used == []  # no longer reaches a prompt
     clock.advance(365 * DAY)
-    report = store.decay()
-    assert report.cleaned_up == 0
-    assert store.get(alice, memory.id).importance == pytest.approx(0.10)
+    assert store.decay().cleaned_up == 0  # archived once, kept
+    # and marked, so later runs do not read it again
+    assert store.db.scalar("SELECT low_since FROM memory_scores WHERE memory_rowid = "
+                           "(SELECT rowid FROM memories WHERE id = ?)", (weak.id,)) == math.inf
+
+
+def test_an_access_that_lifts_a_memory_above_min_importance_stops_its_clock(
+    store: MemoryStore, alice: str, clock: Clock
+) -> None:
+    memory = store.add(alice, "context", memory_type="context", importance=0.1)
+    clock.advance(DAY)
+    store.decay()  # at the floor: the clock starts
+    clock.advance(20 * DAY)
+    store.decay()
+    store.touch([memory.id])  # used: reinforcement 0.005 per run lifts it above 0.10
+    store.decay()
+    assert store.get(alice, memory.id).importance == pytest.approx(0.105)
+    for _ in range(20):  # daily runs: one access keeps it above the floor (it tends to 0.167)
+        clock.advance(DAY)
+        assert store.decay().cleaned_up == 0  # 41 days since it first reached its floor, not in a row
+    assert store.get(alice, memory.id).memory_type is MemoryType.CONTEXT
+    assert store.get(alice, memory.id).importance > 0.13
+
+
+def test_a_higher_min_importance_reaches_higher_floors(make_store: Callable[..., MemoryStore], alice: str,
+                                                      clock: Clock) -> None:
+    store = make_store(min_importance=0.5, cleanup_after_days=10)
+    weak = store.add(alice, "weak", memory_type="context", importance=0.6)
+    strong = store.add(alice, "strong correction", memory_type="correction", importance=0.9)
+    clock.advance(10 * DAY)
+    # context: 0.6 x 0.95^10 = 0.359 <= 0.5 -> its clock starts; correction: 0.9 x 0.95^5 = 0.696 -> none
+    assert store.decay().cleaned_up == 0
+    clock.advance(10 * DAY)
+    assert store.decay().cleaned_up == 1
+    assert store.get(alice, weak.id).memory_type is MemoryType.ARCHIVED
+    assert store.get(alice, strong.id).importance == pytest.approx(0.9 * 0.95 ** 10, abs=1e-9)
+    assert store.count(alice) == 2  # nothing deleted
+
+
+def test_clean_up_of_one_user_leaves_the_others(store: MemoryStore, alice: str, bob: str, clock: Clock) -> None:
+    mine = store.add(alice, "a", memory_type="context", importance=0.1)
+    theirs = store.add(bob, "b", memory_type="context", importance=0.1)
+    for _ in range(31):
+        clock.advance(DAY)
+        store.decay(alice)
+    assert store.get(alice, mine.id).memory_type is MemoryType.ARCHIVED
+    assert store.get(bob, theirs.id).memory_type is MemoryType.CONTEXT
 
 
 # --- nothing in plaintext on disk -----------------------------------------------------------------

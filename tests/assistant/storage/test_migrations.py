@@ -135,3 +135,17 @@ def test_constraints_of_the_schema(tmp_path: Path) -> None:
         assert db.scalar("SELECT count(*) FROM messages") == 0
     finally:
         db.close()
+
+
+def test_m016_adds_low_since_null_for_existing_memories(blank: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [fn.__name__ for fn in MIGRATIONS]
+    before = MIGRATIONS[:names.index("m016_memory_low_since")]
+    monkeypatch.setattr(migrations, "MIGRATIONS", before)
+    migrate(blank)
+    blank.execute("INSERT INTO memories (rowid, id, user_id, content, summary, tags, memory_type, created_at, "
+                  "updated_at, accessed_at, embedding) VALUES (1, 'm1', 'u', x'', x'', x'', 'Context', '', '', '', x'')")
+    blank.execute("INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, accessed_ts, decay_ts) "
+                  "VALUES (1, 'u', 'Context', 0.1, 0, 0)")
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
+    assert "m016_memory_low_since" in migrate(blank)
+    assert blank.one("SELECT low_since FROM memory_scores WHERE memory_rowid = 1") == {"low_since": None}
