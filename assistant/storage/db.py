@@ -26,6 +26,7 @@ from assistant.errors import ServiceUnavailableError, StorageError
 from assistant.storage.migrations import migrate as run_migrations
 
 Params = Sequence[Any] | dict[str, Any]
+READER_CACHE_KIB = 512  # page cache of each thread's read connection (SQLite's default is 2 MiB)
 
 
 class StorageFullError(ServiceUnavailableError):
@@ -91,6 +92,7 @@ class Database:
             conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             conn.set_busy_timeout(5000)
             conn.execute("PRAGMA foreign_keys=ON")  # what PRAGMA foreign_keys reports
+            conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")  # one per thread: the OS caches the file
             if self._load_vec_in_readers:
                 self._load_vec(conn)
             with self._readers_lock:
