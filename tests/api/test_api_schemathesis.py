@@ -47,11 +47,7 @@ def no_server_error(ctx: Any, response: Any, case: Any) -> bool | None:
 
 CHECKS = [no_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           unsupported_method]
-ROLES = {
-    "user": {},
-    # Roles on keys land with the "auth" work: then this becomes {"role": "admin"}.
-    "admin": {},
-}
+ROLES = {"user": {"role": "user"}, "admin": {"role": "admin"}}
 RAN: Counter[str] = Counter()
 
 
