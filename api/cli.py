@@ -57,6 +57,16 @@ def _open_services(settings: Settings):  # -> Services, imported lazily
         raise
 
 
+def uvicorn_options(settings: Settings) -> dict[str, object]:
+    """How ``serve`` runs uvicorn. Proxy headers (X-Forwarded-For/-Proto) are read only from the
+    proxies ``security.trusted_proxies`` lists; with none, they are off: uvicorn would otherwise
+    trust them from 127.0.0.1, so any local client could choose the IP its rate limit counts."""
+    server, trusted = settings.server, settings.security.trusted_proxies
+    return {"host": server.host, "port": server.port, "log_level": server.log_level,
+            "timeout_graceful_shutdown": 5, "proxy_headers": bool(trusted),
+            "forwarded_allow_ips": list(trusted) if trusted else None}
+
+
 @app.command()
 def serve(
     config: ConfigOpt = None,
@@ -99,8 +109,7 @@ def serve(
     # that would kill the process before the services close (database, voice bus, scheduler). Exit 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
-        uvicorn.run(create_app(services), host=server.host, port=server.port, log_level=server.log_level,
-                    timeout_graceful_shutdown=5)
+        uvicorn.run(create_app(services), **uvicorn_options(settings))
     finally:
         services.close()
 
@@ -362,6 +371,10 @@ def _companion(create_app: Callable[..., object], section: object, host: str, to
         fail(exc.message)
         raise
 
+
+from api.cli_data import register  # noqa: E402 - backup, restore, keys rotate-memory-key
+
+register(app, keys_app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

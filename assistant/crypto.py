@@ -8,6 +8,12 @@ A store remembers that it is encrypted by sealing a known check value in its ``m
 open, a key that cannot open it is refused (never garbage, never a silent new key), and a missing
 key file for a store that has one is refused too.
 
+Associated data: every sealed value is bound to where it lives, a :class:`SealContext` (table,
+column, row id, owning user) passed as the AEAD's associated data. A ciphertext copied to another
+row, column or user does not open there: :meth:`Sealer.open` raises :class:`SealedValueMismatch`
+(an integrity error naming the table, column and row), never the other row's text. Stores sealed
+before associated data existed are re-sealed once with it (assistant/storage/sealed.py, m014).
+
 Keyed tokens: :meth:`Sealer.token` maps a normalised word to a short keyed BLAKE2b digest (a
 subkey derived from the same key), so a keyword index can match equal words without storing them.
 """
@@ -15,14 +21,18 @@ subkey derived from the same key), so a keyword index can match equal words with
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from nacl import bindings
 from nacl.exceptions import CryptoError
 from nacl.utils import random as random_bytes
 
-from assistant.errors import ConfigError
+from assistant.errors import AssistantError, ConfigError
+
+log = logging.getLogger(__name__)
 
 KEY_BYTES = bindings.crypto_aead_xchacha20poly1305_ietf_KEYBYTES  # 32
 NONCE_BYTES = bindings.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES  # 24
@@ -32,6 +42,41 @@ TOKEN_BYTES = 12
 
 class KeyMismatchError(ConfigError):
     """The key cannot open data sealed in this store."""
+
+
+@dataclass(frozen=True)
+class SealContext:
+    """Where a sealed value lives: bound to it as associated data, so it opens nowhere else.
+
+    ``row_id`` is the row's stable id (a UUID, or ``task_id:seq`` for keyed rows); ``user_id`` the
+    user who owns the row (``""`` for rows without one, such as server-wide audit entries)."""
+
+    table: str
+    column: str
+    row_id: str
+    user_id: str | None = ""
+
+    def aad(self) -> bytes:
+        parts = ("assistant-seal-v1", self.table, self.column, str(self.row_id), str(self.user_id or ""))
+        return "\x00".join(parts).encode("utf-8")
+
+    def describe(self) -> str:
+        return f"{self.table}.{self.column} of row {self.row_id}"
+
+
+class SealedValueMismatch(AssistantError):
+    """A sealed value does not open where it is stored: it was copied from another row, column or
+    user, or altered. Reading it fails (500 ``INTERNAL_ERROR``, logged) rather than show anything."""
+
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, context: SealContext):
+        super().__init__(
+            f"data integrity error: the sealed value {context.describe()} does not belong to that row "
+            "(moved, copied or altered in the database file); it was not opened",
+            {"table": context.table, "column": context.column, "row_id": str(context.row_id)},
+        )
+        self.context = context
 
 
 def load_or_create_key(path: Path, *, create: bool = True) -> bytes:
@@ -78,11 +123,23 @@ class Sealer:
         nonce, ciphertext = bytes(sealed[:NONCE_BYTES]), bytes(sealed[NONCE_BYTES:])
         return bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(ciphertext, aad, nonce, self._key)
 
-    def seal(self, text: str) -> bytes:
-        return self.seal_bytes(text.encode("utf-8"))
+    def seal(self, text: str, at: SealContext) -> bytes:
+        """``text`` sealed for the place ``at`` (it opens only there)."""
+        return self.seal_data(text.encode("utf-8"), at)
 
-    def open(self, sealed: bytes) -> str:
-        return self.open_bytes(sealed).decode("utf-8")
+    def open(self, sealed: bytes, at: SealContext) -> str:
+        """The text sealed for ``at``; SealedValueMismatch if it was sealed for another place."""
+        return self.open_data(sealed, at).decode("utf-8")
+
+    def seal_data(self, data: bytes, at: SealContext) -> bytes:
+        return self.seal_bytes(data, at.aad())
+
+    def open_data(self, sealed: bytes, at: SealContext) -> bytes:
+        try:
+            return self.open_bytes(sealed, at.aad())
+        except CryptoError:
+            log.error("sealed value %s (user %s) failed its integrity check", at.describe(), at.user_id)
+            raise SealedValueMismatch(at) from None
 
     def token(self, word: str) -> bytes:
         """A keyed digest of a normalised word: equal words give equal tokens, nothing else leaks."""

@@ -44,7 +44,7 @@ from uuid import uuid4
 import apsw
 
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 
@@ -230,6 +230,11 @@ def _fence_state(line: str, fence: str | None) -> tuple[str | None, bool]:
 # --- the store -------------------------------------------------------------------------------------
 
 
+def sealed_at(column: str, snippet_id: str, user_id: str) -> SealContext:
+    """Where a snippet's title or content is sealed (its associated data)."""
+    return SealContext("snippets", column, snippet_id, user_id)
+
+
 class SnippetStore:
     """The snippets of each user, sealed at rest. Another user's snippet is NotFoundError."""
 
@@ -242,14 +247,17 @@ class SnippetStore:
         return self.sealer.token(f"snippet-title\x00{user_id}\x00{normalise_title(title)}")
 
     def _snippet(self, row: dict) -> Snippet:
-        return Snippet(id=row["id"], user_id=row["user_id"], title=self.sealer.open(row["title_sealed"]),
-                       content=self.sealer.open(row["content_sealed"]), created_at=row["created_at"],
+        sid, user = row["id"], row["user_id"]
+        return Snippet(id=sid, user_id=user, title=self.sealer.open(row["title_sealed"], sealed_at("title_sealed", sid, user)),
+                       content=self.sealer.open(row["content_sealed"], sealed_at("content_sealed", sid, user)),
+                       created_at=row["created_at"],
                        updated_at=row["updated_at"])
 
     def _titles(self, user_id: str) -> list[tuple[str, str, str]]:
         """``(id, title, created_at)`` of every snippet of the user, A→Z (case-insensitive)."""
         rows = self.db.query("SELECT id, title_sealed, created_at FROM snippets WHERE user_id = ?", (user_id,))
-        titles = [(r["id"], self.sealer.open(r["title_sealed"]), r["created_at"]) for r in rows]
+        titles = [(r["id"], self.sealer.open(r["title_sealed"], sealed_at("title_sealed", r["id"], user_id)),
+                   r["created_at"]) for r in rows]
         return sorted(titles, key=lambda t: (normalise_title(t[1]), t[1], t[2], t[0]))
 
     def _rows(self, user_id: str, ids: list[str]) -> list[Snippet]:
@@ -322,7 +330,7 @@ class SnippetStore:
     def _conflict(self, user_id: str, key: bytes, title: str, except_id: str | None = None) -> None:
         row = self.db.one("SELECT id, title_sealed FROM snippets WHERE user_id = ? AND title_key = ?", (user_id, key))
         if row is not None and row["id"] != except_id:
-            existing = self.sealer.open(row["title_sealed"])
+            existing = self.sealer.open(row["title_sealed"], sealed_at("title_sealed", row["id"], user_id))
             also = "" if existing == title else f" (as {existing!r})"
             raise ConflictError(
                 f"a snippet titled {title!r} already exists{also}; titles are unique per user, ignoring case",
@@ -342,7 +350,8 @@ class SnippetStore:
                 db.execute(
                     "INSERT INTO snippets (id, user_id, title_sealed, title_key, content_sealed, created_at, updated_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (snippet.id, user_id, self.sealer.seal(title), key, self.sealer.seal(content), now, now),
+                    (snippet.id, user_id, self.sealer.seal(title, sealed_at("title_sealed", snippet.id, user_id)), key,
+                     self.sealer.seal(content, sealed_at("content_sealed", snippet.id, user_id)), now, now),
                 )
         except apsw.ConstraintError:  # another process took the title between check and insert
             self._conflict(user_id, key, title)
@@ -369,7 +378,8 @@ class SnippetStore:
             now = self.clock()
             db.execute(
                 "UPDATE snippets SET title_sealed = ?, title_key = ?, content_sealed = ?, updated_at = ? WHERE id = ?",
-                (self.sealer.seal(new_title), key, self.sealer.seal(new_content), now, current.id),
+                (self.sealer.seal(new_title, sealed_at("title_sealed", current.id, user_id)), key,
+                 self.sealer.seal(new_content, sealed_at("content_sealed", current.id, user_id)), now, current.id),
             )
         return Snippet(current.id, user_id, new_title, new_content, current.created_at, now)
 

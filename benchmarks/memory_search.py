@@ -165,6 +165,7 @@ def build_store(tmp: Path, base: np.ndarray, corpus: list[str], n: int, args: ar
     from assistant.config import MemorySettings
     from assistant.crypto import Sealer
     from assistant.embeddings.hashing import HashingEmbedder
+    from assistant.memory.records import sealed_at
     from assistant.memory.store import MemoryStore, NewMemory, iso_of
     from assistant.storage.db import Database
 
@@ -184,7 +185,12 @@ def build_store(tmp: Path, base: np.ndarray, corpus: list[str], n: int, args: ar
         via = "raw executemany (placeholder sealed rows)"
         now = time.time()
         stamp = iso_of(now)
-        content, summary, tags = sealer.seal("placeholder " * 10), sealer.seal("placeholder"), sealer.seal("[]")
+
+        def sealed(memory_id: str) -> tuple[bytes, bytes, bytes]:  # bound to its row, like the store's
+            return (sealer.seal("placeholder " * 10, sealed_at("content", memory_id, USER)),
+                    sealer.seal("placeholder", sealed_at("summary", memory_id, USER)),
+                    sealer.seal("[]", sealed_at("tags", memory_id, USER)))
+
         sql = ("INSERT INTO memories (rowid, id, user_id, content, summary, tags, memory_type, created_at, "
                "updated_at, accessed_at, embedding) VALUES (?, ?, ?, ?, ?, ?, 'Context', ?, ?, ?, ?)")
         scores = ("INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, "
@@ -194,7 +200,7 @@ def build_store(tmp: Path, base: np.ndarray, corpus: list[str], n: int, args: ar
                 for s in range(0, len(vectors), 20_000):
                     count = min(20_000, len(vectors) - s)
                     rowids = [start + s + i + 1 for i in range(count)]
-                    rows = [(r, f"m{r - 1:09d}", USER, content, summary, tags, stamp, stamp, stamp,
+                    rows = [(r, f"m{r - 1:09d}", USER, *sealed(f"m{r - 1:09d}"), stamp, stamp, stamp,
                              vectors[s + i].tobytes()) for i, r in enumerate(rowids)]
                     with db.transaction():
                         db.executemany(sql, rows)

@@ -78,7 +78,7 @@ from assistant.agents.profile_model import (
 )
 from assistant.agents.profile_validation import draft_problems, validate_draft
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 
@@ -98,6 +98,11 @@ DRAFT_FIELDS = tuple(f.name for f in fields(ProfileDraft))
 NESTED = {"style": Style, "inference_overrides": InferenceOverrides}
 
 
+def _at(profile_id: str, user_id: str) -> SealContext:
+    """Where a profile is sealed (its associated data)."""
+    return SealContext("agent_profiles", "profile_sealed", profile_id, user_id)
+
+
 class ProfileStore:
     """Agent profiles, owned by one user each; another user's profile is "not found"."""
 
@@ -109,7 +114,7 @@ class ProfileStore:
         return self.sealer.token("agent-profile:" + name.lower())
 
     def _profile(self, row: dict[str, Any]) -> AgentProfile:
-        data = json.loads(self.sealer.open(row["profile_sealed"]))
+        data = json.loads(self.sealer.open(row["profile_sealed"], _at(row["id"], row["user_id"])))
         return AgentProfile(id=row["id"], user_id=row["user_id"], created_at=row["created_at"],
                             updated_at=row["updated_at"], **ProfileDraft.from_json(data))
 
@@ -136,7 +141,8 @@ class ProfileStore:
             self._write(
                 "INSERT INTO agent_profiles (id, user_id, name_token, profile_sealed, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (profile_id, user, self._token(draft.name), self.sealer.seal(json.dumps(draft.to_json())), now, now),
+                (profile_id, user, self._token(draft.name),
+                 self.sealer.seal(json.dumps(draft.to_json()), _at(profile_id, user)), now, now),
                 draft.name,
             )
         return AgentProfile(id=profile_id, user_id=user, created_at=now, updated_at=now,
@@ -200,7 +206,8 @@ class ProfileStore:
             now = iso()
             self._write(
                 "UPDATE agent_profiles SET name_token = ?, profile_sealed = ?, updated_at = ? WHERE id = ?",
-                (self._token(draft.name), self.sealer.seal(json.dumps(draft.to_json())), now, current.id),
+                (self._token(draft.name), self.sealer.seal(json.dumps(draft.to_json()), _at(current.id, user)), now,
+                 current.id),
                 draft.name,
             )
         return replace(current, **values, updated_at=now)

@@ -17,7 +17,7 @@ from uuid import UUID, uuid4
 
 from assistant.agents.planner import SubTaskSpec
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import NotFoundError
 from assistant.storage.db import Database
 
@@ -121,11 +121,16 @@ class TaskStore:
         self.db = db
         self.sealer = sealer or Sealer(None)
 
-    def _seal(self, text: str | None) -> bytes | None:
-        return None if text is None else self.sealer.seal(text)
+    # Each sealed value is bound to (table, column, row id, the task's user): SealContext.
 
-    def _open(self, value: bytes | None) -> str | None:
-        return None if value is None else self.sealer.open(value)
+    def _seal(self, text: str | None, table: str, column: str, row_id: str, user_id: str) -> bytes | None:
+        return None if text is None else self.sealer.seal(text, SealContext(table, column, row_id, user_id))
+
+    def _open(self, value: bytes | None, table: str, column: str, row_id: str, user_id: str) -> str | None:
+        return None if value is None else self.sealer.open(value, SealContext(table, column, row_id, user_id))
+
+    def _owner(self, task_id: str) -> str:
+        return self.db.scalar("SELECT user_id FROM agentic_tasks WHERE id = ?", (task_id,)) or ""
 
     # --- tasks -----------------------------------------------------------------------------------------
 
@@ -135,16 +140,20 @@ class TaskStore:
         self.db.execute(
             "INSERT INTO agentic_tasks (id, user_id, status, description_sealed, require_approval, created_at, "
             "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (task_id, str(user_id), TaskStatus.PLANNING.value, self.sealer.seal(description), int(require_approval),
-             now, now),
+            (task_id, str(user_id), TaskStatus.PLANNING.value,
+             self._seal(description, "agentic_tasks", "description_sealed", task_id, str(user_id)),
+             int(require_approval), now, now),
         )
         return self.get(task_id)
 
     def _task(self, row: dict[str, Any], with_sub_agents: bool = True) -> AgenticTask:
+        def opened(column: str) -> str | None:
+            return self._open(row[column], "agentic_tasks", column, row["id"], row["user_id"])
+
         return AgenticTask(
             id=row["id"], user_id=row["user_id"], status=TaskStatus(row["status"]),
-            description=self._open(row["description_sealed"]) or "", require_approval=bool(row["require_approval"]),
-            plan_summary=self._open(row["plan_summary_sealed"]), result=self._open(row["result_sealed"]),
+            description=opened("description_sealed") or "", require_approval=bool(row["require_approval"]),
+            plan_summary=opened("plan_summary_sealed"), result=opened("result_sealed"),
             error=row["error"], created_at=row["created_at"], updated_at=row["updated_at"],
             finished_at=row["finished_at"], sub_agents=tuple(self.sub_agents(row["id"])) if with_sub_agents else (),
         )
@@ -177,13 +186,14 @@ class TaskStore:
         """Move the task to ``to`` if its status is one of ``only_from``; False when it had moved on."""
         now = iso()
         with self.db.transaction() as db:
-            status = db.scalar("SELECT status FROM agentic_tasks WHERE id = ?", (task_id,))
-            if status is None or TaskStatus(status) not in only_from:
+            row = db.one("SELECT status, user_id FROM agentic_tasks WHERE id = ?", (task_id,))
+            if row is None or TaskStatus(row["status"]) not in only_from:
                 return False
             db.execute(
                 "UPDATE agentic_tasks SET status = ?, updated_at = ?, error = COALESCE(?, error), "
                 "result_sealed = COALESCE(?, result_sealed), finished_at = ? WHERE id = ?",
-                (to.value, now, error, self._seal(result), now if to.final else None, task_id),
+                (to.value, now, error, self._seal(result, "agentic_tasks", "result_sealed", task_id, row["user_id"]),
+                 now if to.final else None, task_id),
             )
         return True
 
@@ -193,23 +203,30 @@ class TaskStore:
         """Store the plan: its summary and one pending sub-agent per sub-task, in order."""
         now = iso()
         with self.db.transaction() as db:
+            user = self._owner(task_id)
             db.execute("UPDATE agentic_tasks SET plan_summary_sealed = ?, updated_at = ? WHERE id = ?",
-                       (self.sealer.seal(summary), now, task_id))
+                       (self._seal(summary, "agentic_tasks", "plan_summary_sealed", task_id, user), now, task_id))
             for position, spec in enumerate(sub_tasks):
+                sub_id = str(uuid4())
                 db.execute(
                     "INSERT INTO agentic_sub_agents (id, task_id, position, description_sealed, profile, tools, "
                     "status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (str(uuid4()), task_id, position, self.sealer.seal(spec.description), spec.profile,
+                    (sub_id, task_id, position,
+                     self._seal(spec.description, "agentic_sub_agents", "description_sealed", sub_id, user), spec.profile,
                      None if spec.tools is None else json.dumps(list(spec.tools)), SubAgentStatus.PENDING.value),
                 )
         return self.sub_agents(task_id)
 
     def sub_agents(self, task_id: str) -> list[SubAgent]:
-        rows = self.db.query("SELECT * FROM agentic_sub_agents WHERE task_id = ? ORDER BY position", (task_id,))
+        rows = self.db.query("SELECT s.*, t.user_id FROM agentic_sub_agents s JOIN agentic_tasks t ON t.id = s.task_id "
+                             "WHERE s.task_id = ? ORDER BY s.position", (task_id,))
         return [
-            SubAgent(r["id"], r["task_id"], r["position"], self._open(r["description_sealed"]) or "", r["profile"],
+            SubAgent(r["id"], r["task_id"], r["position"],
+                     self._open(r["description_sealed"], "agentic_sub_agents", "description_sealed", r["id"],
+                                r["user_id"]) or "", r["profile"],
                      None if r["tools"] is None else tuple(json.loads(r["tools"])), SubAgentStatus(r["status"]),
-                     self._open(r["result_sealed"]), r["error"], r["started_at"], r["finished_at"])
+                     self._open(r["result_sealed"], "agentic_sub_agents", "result_sealed", r["id"], r["user_id"]),
+                     r["error"], r["started_at"], r["finished_at"])
             for r in rows
         ]
 
@@ -219,10 +236,13 @@ class TaskStore:
 
     def finish_sub_agent(self, sub_agent_id: str, status: SubAgentStatus, *, result: str | None = None,
                          error: str | None = None) -> None:
+        user = self.db.scalar("SELECT t.user_id FROM agentic_sub_agents s JOIN agentic_tasks t ON t.id = s.task_id "
+                              "WHERE s.id = ?", (sub_agent_id,)) or ""
         self.db.execute(
             "UPDATE agentic_sub_agents SET status = ?, result_sealed = ?, error = ?, finished_at = ? "
             "WHERE id = ? AND status IN ('pending', 'running')",
-            (status.value, self._seal(result), error, iso(), sub_agent_id),
+            (status.value, self._seal(result, "agentic_sub_agents", "result_sealed", sub_agent_id, user), error, iso(),
+             sub_agent_id),
         )
 
     def end_open_sub_agents(self, task_id: str, status: SubAgentStatus, error: str | None = None) -> list[str]:
@@ -244,16 +264,21 @@ class TaskStore:
         now = iso()
         with self.db.transaction() as db:
             seq = db.scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM agentic_events WHERE task_id = ?", (task_id,))
+            sealed = self._seal(json.dumps(data, ensure_ascii=False, default=str), "agentic_events", "data_sealed",
+                                f"{task_id}:{seq}", self._owner(task_id))
             db.execute(
                 "INSERT INTO agentic_events (task_id, seq, event, data_sealed, created_at) VALUES (?, ?, ?, ?, ?)",
-                (task_id, seq, kind.value, self.sealer.seal(json.dumps(data, ensure_ascii=False, default=str)), now),
+                (task_id, seq, kind.value, sealed, now),
             )
         return TaskEvent(task_id, seq, kind, data, now)
 
     def events(self, task_id: str, after: int = 0) -> list[TaskEvent]:
         """The task's events after sequence number ``after``, in order."""
         rows = self.db.query(
-            "SELECT * FROM agentic_events WHERE task_id = ? AND seq > ? ORDER BY seq", (task_id, after)
+            "SELECT e.*, t.user_id FROM agentic_events e JOIN agentic_tasks t ON t.id = e.task_id "
+            "WHERE e.task_id = ? AND e.seq > ? ORDER BY e.seq", (task_id, after)
         )
         return [TaskEvent(r["task_id"], r["seq"], TaskEventType(r["event"]),
-                          json.loads(self.sealer.open(r["data_sealed"])), r["created_at"]) for r in rows]
+                          json.loads(self._open(r["data_sealed"], "agentic_events", "data_sealed",
+                                                f"{r['task_id']}:{r['seq']}", r["user_id"]) or "null"),
+                          r["created_at"]) for r in rows]

@@ -23,7 +23,7 @@ from uuid import uuid4
 
 from assistant.catalog.store import CatalogEntry
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import ConflictError, ForbiddenError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 
@@ -78,6 +78,11 @@ def clean_reason(reason: str | None) -> str | None:
     return reason
 
 
+def _at(column: str, approval_id: str, requested_by: str | None) -> SealContext:
+    """Where a request's arguments, result or decision reason is sealed: bound to the requester."""
+    return SealContext("command_approvals", column, approval_id, requested_by or "")
+
+
 class ApprovalStore:
     def __init__(self, db: Database, sealer: Sealer):
         self.db = db
@@ -99,7 +104,8 @@ class ApprovalStore:
         self.db.execute(
             "INSERT INTO command_approvals (id, kind, tool_name, arguments_sealed, conversation_id, message_id, "
             "requested_by, status, created_at) VALUES (?, 'tool_call', ?, ?, ?, ?, ?, 'pending', ?)",
-            (approval_id, tool_name, self.sealer.seal(json.dumps(arguments, ensure_ascii=False, default=str)),
+            (approval_id, tool_name, self.sealer.seal(json.dumps(arguments, ensure_ascii=False, default=str),
+                                                      _at("arguments_sealed", approval_id, str(user_id))),
              conversation_id, message_id, str(user_id), iso()),
         )
         return self.get(approval_id)
@@ -141,7 +147,9 @@ class ApprovalStore:
             self.db.execute(
                 "UPDATE command_approvals SET status = ?, decided_by = ?, decided_at = ?, reason_sealed = ? "
                 "WHERE id = ?",
-                (status.value, user_id, iso(), self.sealer.seal(reason) if reason else None, current.id),
+                (status.value, user_id, iso(),
+                 self.sealer.seal(reason, _at("reason_sealed", current.id, current.requested_by)) if reason else None,
+                 current.id),
             )
         return self.get(approval_id)
 
@@ -153,8 +161,10 @@ class ApprovalStore:
     def tool_executed(self, approval_id: str, tool_run_id: str | None, result: Any, error: str | None) -> Approval:
         """Record what the approved tool call gave (sealed) and mark the request ``executed``."""
         payload = json.dumps({"result": result, "error": error}, ensure_ascii=False, default=str)
+        owner = self.db.scalar("SELECT requested_by FROM command_approvals WHERE id = ?", (str(approval_id),))
         self.db.execute("UPDATE command_approvals SET status = 'executed', tool_run_id = ?, result_sealed = ? "
-                        "WHERE id = ?", (tool_run_id, self.sealer.seal(payload), str(approval_id)))
+                        "WHERE id = ?", (tool_run_id, self.sealer.seal(payload, _at("result_sealed", str(approval_id),
+                                                                                        owner)), str(approval_id)))
         return self.get(approval_id)
 
     def pending_for(self, catalog_id: str) -> list[Approval]:
@@ -164,14 +174,18 @@ class ApprovalStore:
 
     def _approval(self, row: dict) -> Approval:
         reason, arguments, outcome = row["reason_sealed"], row["arguments_sealed"], row["result_sealed"]
-        done = json.loads(self.sealer.open(outcome)) if outcome is not None else {}
+
+        def opened(column: str) -> str:
+            return self.sealer.open(row[column], _at(column, row["id"], row["requested_by"]))
+
+        done = json.loads(opened("result_sealed")) if outcome is not None else {}
         return Approval(
             id=row["id"], kind=ApprovalKind(row["kind"]), status=ApprovalStatus(row["status"]),
             requested_by=row["requested_by"], requested_at=row["created_at"], decided_by=row["decided_by"],
-            decided_at=row["decided_at"], reason=self.sealer.open(reason) if reason is not None else None,
+            decided_at=row["decided_at"], reason=opened("reason_sealed") if reason is not None else None,
             catalog_id=row["catalog_id"], catalog_name=row["catalog_name"], command=row["command"],
             risk_level=row["risk_level"], execution_id=row["execution_id"], tool_name=row["tool_name"],
-            arguments=json.loads(self.sealer.open(arguments)) if arguments is not None else None,
+            arguments=json.loads(opened("arguments_sealed")) if arguments is not None else None,
             conversation_id=row["conversation_id"], message_id=row["message_id"], tool_run_id=row["tool_run_id"],
             result=done.get("result"), error=done.get("error"),
         )

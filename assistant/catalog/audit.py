@@ -10,7 +10,7 @@ from enum import StrEnum
 from uuid import uuid4
 
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.storage.db import Database
 
 
@@ -46,7 +46,8 @@ class AuditLog:
         self.db.execute(
             "INSERT INTO command_audit (id, action, catalog_id, approval_id, execution_id, user_id, detail_sealed, "
             "at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (event.id, action.value, catalog_id, approval_id, execution_id, user_id, self.sealer.seal(detail),
+            (event.id, action.value, catalog_id, approval_id, execution_id, user_id,
+             self.sealer.seal(detail, SealContext("command_audit", "detail_sealed", event.id, user_id or "")),
              event.at),
         )
         return event
@@ -64,6 +65,8 @@ class AuditLog:
                              (*params, limit, offset))
         return [
             AuditEvent(r["id"], AuditAction(r["action"]), r["catalog_id"], r["approval_id"], r["execution_id"],
-                       r["user_id"], self.sealer.open(r["detail_sealed"]), r["at"])
+                       r["user_id"],
+                       self.sealer.open(r["detail_sealed"], SealContext("command_audit", "detail_sealed", r["id"],
+                                                                        r["user_id"] or "")), r["at"])
             for r in rows
         ]

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 from assistant.catalog.executor import ExecutionStatus, RunOutcome
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import NotFoundError
 from assistant.storage.db import Database
 
@@ -33,6 +33,11 @@ class Execution:
     executed_at: str
 
 
+def _at(column: str, execution_id: str, user_id: str | None) -> SealContext:
+    """Where an execution's output is sealed (its associated data)."""
+    return SealContext("command_executions", column, execution_id, user_id or "")
+
+
 class ExecutionStore:
     def __init__(self, db: Database, sealer: Sealer):
         self.db = db
@@ -51,7 +56,8 @@ class ExecutionStore:
             "stdout_sealed, stderr_sealed, duration_ms, timed_out, truncated, executed_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (execution.id, catalog_id, approval_id, user_id, command, execution.status.value, execution.exit_code,
-             self.sealer.seal(execution.stdout), self.sealer.seal(execution.stderr), execution.duration_ms,
+             self.sealer.seal(execution.stdout, _at("stdout_sealed", execution.id, user_id)),
+             self.sealer.seal(execution.stderr, _at("stderr_sealed", execution.id, user_id)), execution.duration_ms,
              int(execution.timed_out), int(execution.truncated), execution.executed_at),
         )
         return execution
@@ -79,7 +85,8 @@ class ExecutionStore:
         return Execution(
             id=row["id"], catalog_id=row["catalog_id"], approval_id=row["approval_id"], user_id=row["user_id"],
             command=row["command"], status=ExecutionStatus(row["status"]), exit_code=row["exit_code"],
-            stdout=self.sealer.open(row["stdout_sealed"]), stderr=self.sealer.open(row["stderr_sealed"]),
+            stdout=self.sealer.open(row["stdout_sealed"], _at("stdout_sealed", row["id"], row["user_id"])),
+            stderr=self.sealer.open(row["stderr_sealed"], _at("stderr_sealed", row["id"], row["user_id"])),
             duration_ms=row["duration_ms"], timed_out=bool(row["timed_out"]), truncated=bool(row["truncated"]),
             executed_at=row["executed_at"],
         )

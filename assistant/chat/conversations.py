@@ -1,7 +1,8 @@
 """Conversations and their messages, persisted in SQLite and owned by one user each.
 
 Message texts and titles are sealed like memories (XChaCha20-Poly1305) when a sealer is given:
-the same words are in both, so neither is written in plaintext.
+the same words are in both, so neither is written in plaintext. A title is bound (associated
+data) to its conversation and user, a message's text to its message and the conversation's user.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from uuid import UUID, uuid4
 
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import NotFoundError
 from assistant.llm.base import ChatMessage
 from assistant.storage.db import Database
@@ -41,11 +42,12 @@ class ConversationStore:
         self.db = db
         self.sealer = sealer or Sealer(None)
 
-    def _open(self, value: bytes | str) -> str:
-        return value if isinstance(value, str) else self.sealer.open(value)
+    def _open(self, value: bytes | str, table: str, column: str, row_id: str, user_id: str) -> str:
+        return value if isinstance(value, str) else self.sealer.open(value, SealContext(table, column, row_id, user_id))
 
     def _conversation(self, row: dict) -> Conversation:
-        return Conversation(**{**row, "title": self._open(row["title"])})
+        return Conversation(**{**row, "title": self._open(row["title"], "conversations", "title", row["id"],
+                                                          row["user_id"])})
 
     def get(self, user_id: UUID | str, conversation_id: UUID | str) -> Conversation:
         """The conversation, if it exists and belongs to ``user_id``; otherwise NotFoundError."""
@@ -71,10 +73,12 @@ class ConversationStore:
         if limit <= 0:
             return []
         rows = self.db.query(
-            "SELECT role, content FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
+            "SELECT m.id, m.role, m.content, c.user_id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+            "WHERE m.conversation_id = ? ORDER BY m.seq DESC LIMIT ?",
             (conversation_id, limit),
         )
-        return [ChatMessage("user" if r["role"] == "tool" else r["role"], self._open(r["content"]))
+        return [ChatMessage("user" if r["role"] == "tool" else r["role"],
+                            self._open(r["content"], "messages", "content", r["id"], r["user_id"]))
                 for r in reversed(rows)]
 
     def add_note(self, user_id: UUID | str, conversation_id: str, content: str, role: str = "tool") -> str | None:
@@ -87,21 +91,24 @@ class ConversationStore:
                       (conversation_id, str(user_id))) is None:
                 return None
             seq = db.scalar("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation_id,))
+            sealed = self.sealer.seal(content, SealContext("messages", "content", message_id, str(user_id)))
             db.execute(
                 "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
                 "created_at, seq) VALUES (?, ?, ?, ?, NULL, 0, 0, ?, ?)",
-                (message_id, conversation_id, role, self.sealer.seal(content), now, seq + 1),
+                (message_id, conversation_id, role, sealed, now, seq + 1),
             )
             db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
         return message_id
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
         rows = self.db.query(
-            "SELECT id, role, content, model, created_at, prompt_tokens, completion_tokens "
-            "FROM messages WHERE conversation_id = ? ORDER BY seq",
+            "SELECT m.id, m.role, m.content, m.model, m.created_at, m.prompt_tokens, m.completion_tokens, c.user_id "
+            "FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.conversation_id = ? ORDER BY m.seq",
             (conversation_id,),
         )
-        return [StoredMessage(**{**r, "content": self._open(r["content"])}) for r in rows]
+        return [StoredMessage(**{**{k: v for k, v in r.items() if k != "user_id"},
+                                 "content": self._open(r["content"], "messages", "content", r["id"], r["user_id"])})
+                for r in rows]
 
     def record_exchange(
         self,
@@ -122,24 +129,30 @@ class ConversationStore:
         now = iso()
         reply_id = reply_id or str(uuid4())
         with self.db.transaction() as db:
-            if conversation_id is None or db.one("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)) is None:
-                conversation_id = conversation_id or str(uuid4())
+            owner = None if conversation_id is None else db.scalar(
+                "SELECT user_id FROM conversations WHERE id = ?", (conversation_id,))
+            if owner is None:
+                conversation_id, owner = conversation_id or str(uuid4()), str(user_id)
+                title = self.sealer.seal(user_message[:80], SealContext("conversations", "title", conversation_id, owner))
                 db.execute(
                     "INSERT INTO conversations (id, user_id, title, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                    (conversation_id, str(user_id), self.sealer.seal(user_message[:80]), now, now),
+                    (conversation_id, owner, title, now, now),
                 )
             else:
                 db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
             seq = db.scalar("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation_id,))
+            message_id = str(uuid4())
             db.execute(
                 "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
                 "created_at, seq) VALUES (?, ?, 'user', ?, NULL, 0, 0, ?, ?)",
-                (str(uuid4()), conversation_id, self.sealer.seal(user_message), now, seq + 1),
+                (message_id, conversation_id,
+                 self.sealer.seal(user_message, SealContext("messages", "content", message_id, owner)), now, seq + 1),
             )
             db.execute(
                 "INSERT INTO messages (id, conversation_id, role, content, model, prompt_tokens, completion_tokens, "
                 "created_at, seq) VALUES (?, ?, 'assistant', ?, ?, ?, ?, ?, ?)",
-                (reply_id, conversation_id, self.sealer.seal(reply), model, prompt_tokens, completion_tokens, now,
+                (reply_id, conversation_id, self.sealer.seal(reply, SealContext("messages", "content", reply_id, owner)),
+                 model, prompt_tokens, completion_tokens, now,
                  seq + 2),
             )
         return conversation_id, reply_id, now

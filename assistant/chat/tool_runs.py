@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 
 from assistant.chat.tool_loop import ToolRecord
 from assistant.clock import iso
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.storage.db import Database
 
 MAX_STORED_CHARS = 20_000
@@ -45,14 +45,16 @@ class ToolRunStore:
         self.db = db
         self.sealer = sealer or Sealer(None)
 
-    def _open(self, value: bytes | str | None) -> Any:
+    def _open(self, row: dict[str, Any], column: str) -> Any:
+        value = row[column]
         if value is None:
             return None
-        return json.loads(value if isinstance(value, str) else self.sealer.open(value))
+        at = SealContext("tool_runs", column, row["id"], row["user_id"])
+        return json.loads(value if isinstance(value, str) else self.sealer.open(value, at))
 
     def record(self, user_id: UUID | str, conversation_id: str, message_id: str,
                records: Iterable[ToolRecord]) -> list[ToolRun]:
-        now = iso()
+        now, user = iso(), str(user_id)
         runs = []
         with self.db.transaction() as db:
             for position, r in enumerate(records):
@@ -62,9 +64,10 @@ class ToolRunStore:
                     "INSERT INTO tool_runs (id, user_id, conversation_id, message_id, iteration, position, tool, "
                     "status, arguments_sealed, result_sealed, error, duration_ms, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run.id, str(user_id), conversation_id, message_id, run.iteration, position, run.tool, run.status,
-                     self.sealer.seal(_dump(run.arguments)),
-                     None if r.result is None else self.sealer.seal(_dump(r.result)),
+                    (run.id, user, conversation_id, message_id, run.iteration, position, run.tool, run.status,
+                     self.sealer.seal(_dump(run.arguments), SealContext("tool_runs", "arguments_sealed", run.id, user)),
+                     None if r.result is None else self.sealer.seal(
+                         _dump(r.result), SealContext("tool_runs", "result_sealed", run.id, user)),
                      run.error, run.duration_ms, now),
                 )
                 runs.append(run)
@@ -87,7 +90,7 @@ class ToolRunStore:
         )
         return [
             ToolRun(r["id"], r["conversation_id"], r["message_id"], r["iteration"], r["tool"], r["status"],
-                    self._open(r["arguments_sealed"]), self._open(r["result_sealed"]), r["error"],
+                    self._open(r, "arguments_sealed"), self._open(r, "result_sealed"), r["error"],
                     r["duration_ms"], r["created_at"])
             for r in rows
         ]

@@ -1,40 +1,45 @@
 """The memory store: sealed content in SQLite, embeddings, hybrid search, decay, learning.
 
-Content, summary and tags are sealed (XChaCha20-Poly1305) before they reach SQLite; embeddings
-are stored as float32 BLOBs (the spec keeps them unencrypted); keywords as keyed tokens. Every
-read of content opens the seal in memory only. Merging happens on plaintext: the old memory is
-opened, the texts are joined, and the result is sealed again.
+Content, summary and tags are sealed (XChaCha20-Poly1305) before they reach SQLite, each bound to
+its column, row and user as associated data (``records.sealed_at``); embeddings are stored as
+float32 BLOBs (the spec keeps them unencrypted); keywords as keyed tokens. Every read of content
+opens the seal in memory only. Merging happens on plaintext: the old memory is opened, the texts
+are joined, and the result is sealed again.
+
+The parts: :mod:`records` (new memories, limits, weights), :mod:`user_indexes` (each user's
+vector index), :mod:`decay_cycle` (the daily decay in SQL); this module keeps the store itself.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from uuid import uuid4
 
 import numpy as np
 
-from assistant.clock import iso
 from assistant.config import MemorySettings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
 from assistant.errors import NotFoundError, ValidationFailed
-from assistant.memory.decay import (
-    CLEANED_UP,
-    DECAY_PARAMS,
-    NOT_DECAYED,
-    SECONDS_PER_DAY,
-    base_rate_from_factor,
-    cleanup_due,
-    next_low_since,
-)
-from assistant.memory.index import VectorIndex, create_index
+from assistant.memory.decay_cycle import DecayReport, run_decay
+from assistant.memory.index import VectorIndex
 from assistant.memory.keywords import KeywordIndex
 from assistant.memory.learning import score_exchange
+from assistant.memory.records import (
+    DEFAULT_HYBRID,
+    MAX_CONTENT_CHARS,
+    MAX_TAGS,
+    SUMMARY_CHARS,
+    HybridWeights,
+    NewMemory,
+    decay_type,
+    iso_of,
+    merge_text,
+    sealed_at,
+    validate,
+)
 from assistant.memory.scoring import (
     ARCHIVED_FACTOR,
     DEFAULT_WEIGHTS,
@@ -48,90 +53,11 @@ from assistant.memory.scoring import (
     type_rank,
 )
 from assistant.memory.types import Memory, MemoryType, ScoredMemory
+from assistant.memory.user_indexes import UserIndexes
 from assistant.storage.db import Database
 
-SUMMARY_CHARS = 200
-MAX_CONTENT_CHARS = 20_000
-MAX_TAGS = 50
-
-
-@dataclass(frozen=True)
-class HybridWeights:
-    """How hybrid search scores a memory, in [0, 1].
-
-    ``fused = dense x cosine + keyword x BM25 / best BM25 of the query``: the memory's own match
-    (``ScoredMemory.fused``, what ``rag_threshold`` applies to).
-
-    ``context``: a chat is a sequence; a memory that answers a question often shares no word with
-    it while the message before or after it does ("Which violin teacher should I call?" / "Try
-    Mrs Okafor, she is patient"). Hybrid search therefore ranks by
-    ``min(1, fused + context x n)``, where ``n`` is the best normalised keyword score of the
-    memory's neighbours (the previous and the next memory of the same ``conversation_id``, in the
-    order they were stored); the neighbours of keyword matches join the candidates. Only the
-    neighbours' keyword match counts: their cosine mostly repeats the memory's own (same topic),
-    their words are what it lacks. A memory whose neighbours match no keyword, or that has no
-    conversation, keeps its own ``fused``; ``context = 0`` turns this off. This ranking score is
-    what ``relevance`` uses; ``ScoredMemory.fused`` stays the memory's own match.
-
-    Measured on LoCoMo (benchmarks/locomo_recall.py, recall@5, categories 1-4): this weighted
-    fusion (.579 before the other changes) beat reciprocal-rank fusion (k = 10 to 60: .510 to
-    .557), z-score fusion (.575 to .580) and BM25 divided by the query's maximum possible score
-    instead of the best match (.538 to .572); dense weights 0.5 to 0.7 are within .01 of each
-    other, before and after; a candidate pool of 100 or 200 instead of 50 changed nothing. The
-    neighbour context lifts .609 to .659 (each of the 5 conversations gains .03 to .07; context
-    0.2 / 0.4: .646 / .658; the neighbours' fused score instead of their keyword score: .641)."""
-
-    dense: float = 0.6
-    keyword: float = 0.4
-    context: float = 0.3
-
-
-@dataclass(frozen=True)
-class NewMemory:
-    content: str
-    summary: str | None = None
-    memory_type: MemoryType = MemoryType.CONTEXT
-    importance: float = 0.5
-    tags: Sequence[str] = ()
-    conversation_id: str | None = None
-
-
-@dataclass
-class DecayReport:
-    ran_at: str
-    processed: int = 0
-    changed: int = 0
-    cleaned_up: int = 0
-    changes: list[dict] = field(default_factory=list)
-
-
-def iso_of(epoch: float) -> str:
-    return iso(datetime.fromtimestamp(epoch, UTC))
-
-
-def decay_type(memory_type: MemoryType, original: MemoryType | None = None) -> str:
-    """Whose decay parameters apply: an Archived memory decays by its original type (Context when
-    it has none); the others by their own."""
-    if memory_type == MemoryType.ARCHIVED:
-        return (original or MemoryType.CONTEXT).value
-    return memory_type.value
-
-
-def merge_text(old: str, new: str) -> str:
-    """Join two plaintexts: keep the old sentences, add the new ones not already there."""
-    if new.strip().lower() in old.lower():
-        return old
-    if old.strip().lower() in new.lower():
-        return new
-    seen = {s.strip().lower().rstrip(".!?") for s in _sentences(old)}
-    extra = [s for s in _sentences(new) if s.strip().lower().rstrip(".!?") not in seen]
-    return (old.rstrip() + " " + " ".join(extra)).strip() if extra else old
-
-
-def _sentences(text: str) -> list[str]:
-    import re
-
-    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+__all__ = ["MAX_CONTENT_CHARS", "MAX_TAGS", "SUMMARY_CHARS", "DecayReport", "HybridWeights", "MemoryStore",
+           "NewMemory", "iso_of", "merge_text"]
 
 
 class MemoryStore:
@@ -144,7 +70,7 @@ class MemoryStore:
         *,
         index_kind: str = "auto",
         weights: RelevanceWeights = DEFAULT_WEIGHTS,
-        hybrid: HybridWeights = HybridWeights(),
+        hybrid: HybridWeights = DEFAULT_HYBRID,
         clock: Callable[[], float] = time.time,
     ):
         self.db = db
@@ -156,20 +82,22 @@ class MemoryStore:
         self.hybrid = hybrid
         self.clock = clock
         self.keywords = KeywordIndex(db, sealer)
-        self._indexes: dict[str, VectorIndex] = {}
-        self._index_lock = threading.Lock()
+        self.indexes = UserIndexes(db, settings.embedding_dimension, index_kind)
 
     # --- rows <-> Memory -------------------------------------------------------------------------
+
+    def _open(self, row: dict, column: str) -> str:
+        return self.sealer.open(row[column], sealed_at(column, row["id"], row["user_id"]))
 
     def _memory(self, row: dict) -> Memory:
         return Memory(
             id=row["id"],
             user_id=row["user_id"],
-            content=self.sealer.open(row["content"]),
-            summary=self.sealer.open(row["summary"]),
+            content=self._open(row, "content"),
+            summary=self._open(row, "summary"),
             memory_type=MemoryType(row["memory_type"]),
             importance=row["importance"],
-            tags=json.loads(self.sealer.open(row["tags"])),
+            tags=json.loads(self._open(row, "tags")),
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             accessed_at=row["accessed_at"],
@@ -186,78 +114,10 @@ class MemoryStore:
     # --- the vector index ------------------------------------------------------------------------
 
     def index(self, user_id: str) -> VectorIndex:
-        """The user's vector index, built from SQLite on first use.
-
-        ``index_kind`` ``auto`` (default) is exact while small and IVF when large (see
-        assistant/memory/index.py). The build streams embeddings in rowid chunks, so a million of
-        them never sit in Python objects at once; an index that must be trained (IVF) first gets a
-        random sample of the user's embeddings. Compact indexes re-rank their best candidates with
-        the float32 embeddings read back from SQLite by ``fetch``."""
-        with self._index_lock:
-            index = self._indexes.get(user_id)
-            if index is None:
-                db, dimension, chunk = self.db, self.settings.embedding_dimension, 20_000
-
-                def fetch(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                    """Exact float32 embeddings of ``ids`` (those still stored), from SQLite."""
-                    found: list[int] = []
-                    blobs: list[bytes] = []
-                    wanted = [int(i) for i in ids]
-                    for start in range(0, len(wanted), 10_000):
-                        part = wanted[start:start + 10_000]
-                        marks = ",".join("?" * len(part))
-                        for r in db.query(f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", part):
-                            found.append(r["rowid"])
-                            blobs.append(r["embedding"])
-                    vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(found), dimension)
-                    return np.array(found, dtype=np.int64), vectors
-
-                parts, last = [], -1
-                while True:
-                    rows = db.query("SELECT rowid FROM memories WHERE user_id = ? AND rowid > ? ORDER BY rowid "
-                                    "LIMIT ?", (user_id, last, 100_000))
-                    if not rows:
-                        break
-                    parts.append(np.fromiter((r["rowid"] for r in rows), dtype=np.int64, count=len(rows)))
-                    last = int(parts[-1][-1])
-                rowids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-                index = create_index(self.index_kind, dimension, fetch=fetch, expected=len(rowids))
-                wanted = index.training_size(len(rowids)) if hasattr(index, "training_size") else 0
-                if wanted:
-                    sample = np.sort(np.random.default_rng(0).choice(rowids, wanted, replace=False))
-                    index.train(fetch(sample)[1], len(rowids))
-                for start in range(0, len(rowids), chunk):
-                    ids, vectors = fetch(rowids[start:start + chunk])
-                    index.add(ids, vectors)
-                self._indexes[user_id] = index
-            return index
-
-    def _index_add(self, user_id: str, ids: np.ndarray, vectors: np.ndarray) -> None:
-        with self._index_lock:
-            index = self._indexes.get(user_id)
-        if index is not None:
-            index.add(ids, vectors)
-
-    def _index_remove(self, user_id: str, ids: Iterable[int]) -> None:
-        with self._index_lock:
-            index = self._indexes.get(user_id)
-        if index is not None:
-            index.remove(np.fromiter(ids, dtype=np.int64))
+        """The user's vector index, built from SQLite on first use (see :class:`UserIndexes`)."""
+        return self.indexes.get(user_id)
 
     # --- create, read, delete --------------------------------------------------------------------
-
-    def _validate(self, item: NewMemory) -> None:
-        fields = []
-        if not item.content or not item.content.strip():
-            fields.append({"field": "content", "error": "must not be empty"})
-        elif len(item.content) > MAX_CONTENT_CHARS:
-            fields.append({"field": "content", "error": f"must be at most {MAX_CONTENT_CHARS} characters"})
-        if not 0.0 <= item.importance <= 1.0:
-            fields.append({"field": "importance", "error": f"must be between 0.0 and 1.0 (got {item.importance})"})
-        if len(item.tags) > MAX_TAGS:
-            fields.append({"field": "tags", "error": f"at most {MAX_TAGS} tags"})
-        if fields:
-            raise ValidationFailed("invalid memory: " + "; ".join(f"{f['field']} {f['error']}" for f in fields), fields)
 
     def add(self, user_id: str, content: str, summary: str | None = None,
             memory_type: MemoryType | str = MemoryType.CONTEXT, importance: float = 0.5,
@@ -272,19 +132,21 @@ class MemoryStore:
                  progress: Callable[[int], None] | None = None) -> list[str]:
         """Store many memories in one transaction; embeddings are computed unless given."""
         for item in items:
-            self._validate(item)
+            validate(item)
         if embeddings is None:
             embeddings = self.embedder.embed([i.content for i in items])
         embeddings = np.asarray(embeddings, dtype=np.float32)
         now = self.clock()
         stamp = iso_of(now)
         ids = [str(uuid4()) for _ in items]
+        seal, user = self.sealer.seal, str(user_id)
         rows = [
             (
-                ids[n], str(user_id), item.conversation_id,
-                self.sealer.seal(item.content),
-                self.sealer.seal(item.summary if item.summary is not None else item.content[:SUMMARY_CHARS]),
-                self.sealer.seal(json.dumps(list(item.tags))),
+                ids[n], user, item.conversation_id,
+                seal(item.content, sealed_at("content", ids[n], user)),
+                seal(item.summary if item.summary is not None else item.content[:SUMMARY_CHARS],
+                     sealed_at("summary", ids[n], user)),
+                seal(json.dumps(list(item.tags)), sealed_at("tags", ids[n], user)),
                 item.memory_type.value, stamp, stamp, stamp, embeddings[n].tobytes(),
             )
             for n, item in enumerate(items)
@@ -304,7 +166,7 @@ class MemoryStore:
                  for n, item in enumerate(items)],
             )
             self.keywords.add((rowids[ids[n]], str(user_id), item.content) for n, item in enumerate(items))
-        self._index_add(str(user_id), np.array([rowids[i] for i in ids], dtype=np.int64), embeddings)
+        self.indexes.add(str(user_id), np.array([rowids[i] for i in ids], dtype=np.int64), embeddings)
         if progress:
             progress(len(items))
         return ids
@@ -333,7 +195,7 @@ class MemoryStore:
         row = self._row(user_id, memory_id)
         with self.db.transaction() as db:
             db.execute("DELETE FROM memories WHERE rowid = ?", (row["rowid"],))
-        self._index_remove(str(user_id), [row["rowid"]])
+        self.indexes.remove(str(user_id), [row["rowid"]])
 
     def stats(self, user_id: str) -> dict:
         rows = self.db.query(
@@ -495,7 +357,8 @@ class MemoryStore:
             db.execute(
                 "UPDATE memories SET content = ?, summary = ?, memory_type = ?, updated_at = ?, "
                 "embedding = coalesce(?, embedding) WHERE rowid = ?",
-                (self.sealer.seal(content), self.sealer.seal(summary), kind.value, iso_of(now),
+                (self.sealer.seal(content, sealed_at("content", old.id, old.user_id)),
+                 self.sealer.seal(summary, sealed_at("summary", old.id, old.user_id)), kind.value, iso_of(now),
                  None if vector is None else vector.tobytes(), row["rowid"]),
             )
             db.execute(
@@ -506,100 +369,14 @@ class MemoryStore:
                 self.keywords.remove([row["rowid"]])
                 self.keywords.add([(row["rowid"], old.user_id, content)])
         if vector is not None:
-            with self._index_lock:
-                index = self._indexes.get(old.user_id)
-            if index is not None:
-                ids = np.array([row["rowid"]], dtype=np.int64)
-                if hasattr(index, "update"):
-                    index.update(ids, vector.reshape(1, -1))
-                else:
-                    index.remove(ids)
-                    index.add(ids, vector.reshape(1, -1))
+            self.indexes.update(old.user_id, row["rowid"], vector)
         return self.get(old.user_id, old.id)
 
     # --- decay -----------------------------------------------------------------------------------
 
     def decay(self, user_id: str | None = None, *, now: float | None = None, collect_changes: bool = True,
               max_changes: int = 1000) -> DecayReport:
-        """One decay cycle (all users, or one), in one SQL statement; then the clean-up: memories
-        at or below ``min_importance`` for ``cleanup_after_days`` are archived (see
-        :mod:`assistant.memory.decay`). ``days`` counts from each memory's previous decay (or creation)."""
-        now = self.clock() if now is None else now
-        base = base_rate_from_factor(self.settings.decay_factor)
-        params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
-        values = ",".join("(?, ?, ?)" for _ in params)
-        flat = [v for p in params for v in p]
-        user_clause, user_args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
-        skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
-        before: dict[int, float] = {}
-        if collect_changes:
-            before = {
-                r["memory_rowid"]: r["importance"]
-                for r in self.db.query(
-                    f"SELECT memory_rowid, importance FROM memory_scores WHERE decay_type NOT IN ({skip}) {user_clause}",
-                    user_args,
-                )
-            }
-        # One pass over the narrow memory_scores rows; decay_type is the type whose parameters
-        # apply (an Archived memory keeps its original type there).
-        sql = (
-            f"WITH p(t, m, f) AS (VALUES {values}) "
-            "UPDATE memory_scores SET importance = min(1.0, max(importance * exp(-? * p.m / (1.0 + ln(1.0 + "
-            "access_count)) * (max(? - decay_ts, 0.0) / 86400.0)) + min(access_count * 0.005, 0.08), p.f)), "
-            f"decay_ts = ? FROM p WHERE p.t = memory_scores.decay_type AND decay_type NOT IN ({skip}) {user_clause} "
-            + ("RETURNING memory_rowid, importance" if collect_changes else "")
-        )
-        report = DecayReport(ran_at=iso_of(now))
-        with self.db.transaction() as db:
-            if collect_changes:
-                after = db.query(sql, [*flat, base, now, now, *user_args])
-                report.processed = len(after)
-                changed = [(r["memory_rowid"], before[r["memory_rowid"]], r["importance"]) for r in after
-                           if r["memory_rowid"] in before and abs(before[r["memory_rowid"]] - r["importance"]) > 1e-12]
-                report.changed = len(changed)
-                shown = changed[:max_changes]
-                if shown:
-                    marks = ",".join("?" * len(shown))
-                    ids = {r["rowid"]: r["id"] for r in db.query(
-                        f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", [c[0] for c in shown])}
-                    report.changes = [{"id": ids[rowid], "before": b, "after": a} for rowid, b, a in shown]
-            else:
-                db.execute(sql, [*flat, base, now, now, *user_args])
-                report.processed = report.changed = int(db.scalar("SELECT changes()"))
-            removed = self._clean_up(db, now, user_id)
-        report.cleaned_up = removed
-        return report
-
-    def _clean_up(self, db: Database, now: float, user_id: str | None = None) -> int:
-        """Track since when each memory is at or below ``min_importance`` and archive those that
-        have been for ``cleanup_after_days`` (:func:`next_low_since`, :func:`cleanup_due`). Only
-        rows whose state may change are read: one that has just got low, one that is no longer,
-        one that is due; a memory that stays low reads nothing. Returns how many were archived."""
-        s = self.settings
-        low, due_before = s.min_importance + 1e-12, now - s.cleanup_after_days * SECONDS_PER_DAY + 1e-6
-        clause, args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
-        skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
-        rows = db.query(
-            "SELECT memory_rowid AS rowid, importance, low_since FROM memory_scores "
-            f"WHERE decay_type NOT IN ({skip}) AND low_since IS NOT ? {clause} AND ((importance <= ? AND "
-            "low_since IS NULL) OR (importance > ? AND low_since IS NOT NULL) OR low_since <= ?)",
-            [CLEANED_UP, *args, low, low, due_before],
-        )
-        if not rows:
-            return 0
-        before = np.array([np.nan if r["low_since"] is None else r["low_since"] for r in rows], dtype=np.float64)
-        after = next_low_since(np.array([r["importance"] for r in rows]), before, now, s.min_importance)
-        due = cleanup_due(after, now, s.cleanup_after_days)
-        db.executemany("UPDATE memory_scores SET low_since = ? WHERE memory_rowid = ?",
-                       [(CLEANED_UP if d else None if np.isnan(a) else float(a), r["rowid"])
-                        for r, a, d in zip(rows, after, due, strict=True)])
-        archived = 0
-        for r, d in zip(rows, due, strict=True):  # an Archived memory is marked, not archived again
-            if d:
-                db.execute(
-                    "UPDATE memories SET original_memory_type = memory_type, memory_type = ?, archived_at = ? "
-                    "WHERE rowid = ? AND memory_type != ?",
-                    (MemoryType.ARCHIVED.value, iso_of(now), r["rowid"], MemoryType.ARCHIVED.value),
-                )
-                archived += int(db.scalar("SELECT changes()"))
-        return archived
+        """One decay cycle (all users, or one), then the clean-up (:func:`run_decay`): memories at or
+        below ``min_importance`` for ``cleanup_after_days`` are archived."""
+        return run_decay(self.db, self.settings, self.clock() if now is None else now, user_id,
+                         collect_changes=collect_changes, max_changes=max_changes)

@@ -561,3 +561,13 @@ def m016_memory_low_since(db: Connection) -> None:
     below memory.min_importance (epoch seconds; NULL while above). Existing memories start with
     NULL: their clock starts at the next decay run."""
     db.execute("ALTER TABLE memory_scores ADD COLUMN low_since REAL")
+
+
+@migration
+def m014_sealed_associated_data(db: Connection) -> None:
+    """Sealed values get associated data (table, column, row id, user id), so a ciphertext copied
+    to another row or user no longer opens there. Re-sealing needs the key, which migrations do not
+    have: an encrypted store is marked here and re-sealed in one transaction right after its key is
+    opened (assistant/storage/sealed.py ``finish_pending_reseal``); a plain store has nothing to do."""
+    if db.scalar("SELECT value FROM meta WHERE key = 'memory_encryption'") == "xchacha20poly1305":
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sealed_aad_pending', '1')")

@@ -34,7 +34,7 @@ import httpx
 from pydantic import Field
 
 from assistant.clock import iso, utcnow
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import ConfigError
 from assistant.messaging.sender import GraphMessageSender, MessageSendError, Recipient
 from assistant.storage.db import Database
@@ -100,7 +100,8 @@ class SqliteReminderStore:
 
     def _reminder(self, row: dict[str, Any]) -> Reminder:
         return Reminder(
-            id=row["id"], user_id=row["user_id"], text=self.sealer.open(row["text_sealed"]),
+            id=row["id"], user_id=row["user_id"], text=self.sealer.open(
+                row["text_sealed"], SealContext("reminders", "text_sealed", row["id"], row["user_id"])),
             due_at=_moment(row["due_at"]), created_at=_moment(row["created_at"]), fired_at=_moment(row["fired_at"]),
             delivered_via=row["delivered_via"], delivery_detail=row["delivery_detail"],
         )
@@ -109,7 +110,8 @@ class SqliteReminderStore:
         reminder_id, due, created = str(uuid4()), iso(due_at), iso()
         self.db.execute(
             "INSERT INTO reminders (id, user_id, text_sealed, due_at, created_at) VALUES (?, ?, ?, ?, ?)",
-            (reminder_id, str(user_id), self.sealer.seal(text), due, created),
+            (reminder_id, str(user_id),
+             self.sealer.seal(text, SealContext("reminders", "text_sealed", reminder_id, str(user_id))), due, created),
         )
         return Reminder(reminder_id, str(user_id), text, _moment(due), _moment(created))
 

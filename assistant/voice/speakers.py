@@ -25,7 +25,7 @@ import numpy as np
 
 from assistant.clock import iso, utcnow
 from assistant.config import SpeakerIdSettings
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, Sealer
 from assistant.errors import ConfigError, ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 from assistant.voice.audio import pcm_to_float
@@ -113,15 +113,17 @@ class SpeakerStore:
             embedding_id = str(uuid4())
             self.db.execute("INSERT INTO voice_embeddings (id, speaker_id, embedding, dim, created_at) "
                             "VALUES (?, ?, ?, ?, ?)",
-                            (embedding_id, speaker_id, self._seal(embedding_id, embedding), len(embedding), now))
+                            (embedding_id, speaker_id, self._seal(embedding_id, user_id, embedding), len(embedding),
+                             now))
         return self.get(speaker_id), created
 
     def embeddings(self, dim: int) -> dict[str, np.ndarray]:
         """Profile id -> ``(n, dim)`` of its embeddings of dimension ``dim`` (others cannot be compared)."""
         grouped: dict[str, list[np.ndarray]] = {}
-        for row in self.db.query("SELECT id, speaker_id, embedding FROM voice_embeddings WHERE dim = ? "
-                                 "ORDER BY created_at", (dim,)):
-            grouped.setdefault(row["speaker_id"], []).append(self._open(row["id"], row["embedding"]))
+        for row in self.db.query("SELECT e.id, e.speaker_id, e.embedding, s.user_id FROM voice_embeddings e "
+                                 "JOIN voice_speakers s ON s.id = e.speaker_id WHERE e.dim = ? "
+                                 "ORDER BY e.created_at", (dim,)):
+            grouped.setdefault(row["speaker_id"], []).append(self._open(row["id"], row["user_id"], row["embedding"]))
         return {speaker_id: np.stack(vectors) for speaker_id, vectors in grouped.items()}
 
     def delete(self, speaker_id: str) -> None:
@@ -137,12 +139,14 @@ class SpeakerStore:
                                 f"now gives {dim}: delete the profile and enrol again",
                                 {"stored_dim": stored, "engine_dim": dim})
 
-    def _seal(self, embedding_id: str, embedding: np.ndarray) -> bytes:
+    def _seal(self, embedding_id: str, user_id: str, embedding: np.ndarray) -> bytes:
         data = np.asarray(embedding, dtype="<f4").tobytes()
-        return data if self.sealer is None else self.sealer.seal_bytes(data, embedding_id.encode())
+        at = SealContext("voice_embeddings", "embedding", embedding_id, user_id)
+        return data if self.sealer is None else self.sealer.seal_data(data, at)
 
-    def _open(self, embedding_id: str, sealed: bytes) -> np.ndarray:
-        data = bytes(sealed) if self.sealer is None else self.sealer.open_bytes(sealed, embedding_id.encode())
+    def _open(self, embedding_id: str, user_id: str, sealed: bytes) -> np.ndarray:
+        at = SealContext("voice_embeddings", "embedding", embedding_id, user_id)
+        data = bytes(sealed) if self.sealer is None else self.sealer.open_data(sealed, at)
         return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
 

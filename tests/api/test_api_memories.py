@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from uuid import UUID, uuid4
 
+import apsw
 import pytest
 
 MEMORY_KEYS = {"id", "content", "summary", "memory_type", "importance", "access_count", "tags", "created_at",
@@ -268,7 +270,7 @@ def test_another_users_memory_is_404_everywhere(client, auth, other_auth) -> Non
         ({"content": "", "summary": "s"}, "content"),
         ({"content": "   ", "summary": "s"}, "content"),
         ({"content": "x", "summary": "s", "memory_type": "opinion"}, "memory_type"),
-        ({"content": "x", "summary": "s", "memory_type": "ToolResult"}, "memory_type"),
+        ({"content": "x", "summary": "s", "memory_type": "Tool Result"}, "memory_type"),
         ({"summary": "s"}, "content"),
         ({"content": "x"}, "summary"),
         ({"content": "x", "summary": "s", "tags": "not-a-list"}, "tags"),
@@ -328,3 +330,65 @@ def test_memory_disabled_is_503(make_settings, make_services, make_client, metho
     error = response.json()["error"]
     assert error["code"] == "SERVICE_UNAVAILABLE"
     assert "memory" in error["message"]
+
+
+@pytest.mark.parametrize(("sent", "stored"), [
+    ("context", "Context"), ("Context", "Context"), ("CONTEXT", "Context"), ("tool_result", "ToolResult"),
+    ("ToolResult", "ToolResult"), ("TOOL_RESULT", "ToolResult"), ("fact", "Fact"), ("Preference", "Preference"),
+])
+def test_memory_type_is_read_ignoring_case_and_answered_in_the_stored_form(client, auth, sent: str,
+                                                                          stored: str) -> None:
+    response = client.post("/v1/memories", json={"content": "x", "summary": "s", "memory_type": sent}, headers=auth)
+    assert response.status_code == 201, response.text
+    assert response.json()["memory_type"] == stored
+    pattern = client.get("/api-docs/openapi.json").json()["components"]["schemas"]["MemoryCreate"]["properties"][
+        "memory_type"]["pattern"]
+    assert re.fullmatch(pattern, sent)
+
+
+# --- sealed values are bound to their row and user ---------------------------------------------------
+
+
+def swap_in_file(services, first: str, second: str) -> None:  # noqa: ANN001
+    """Swap two memories' sealed content, summary and tags in the SQLite file, behind the server's back."""
+    conn = apsw.Connection(str(services.db.path))
+    try:
+        with conn:
+            for column in ("content", "summary", "tags"):
+                a = conn.execute(f"SELECT {column} FROM memories WHERE id = ?", (first,)).fetchone()[0]
+                b = conn.execute(f"SELECT {column} FROM memories WHERE id = ?", (second,)).fetchone()[0]
+                conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (b, first))
+                conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (a, second))
+    finally:
+        conn.close()
+
+
+def assert_integrity_error(response, memory_id: str, *never: str) -> None:  # noqa: ANN001
+    assert response.status_code == 500
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert error["code"] == "INTERNAL_ERROR"
+    assert error["message"].startswith("data integrity error")
+    assert f"memories.content of row {memory_id}" in error["message"]
+    assert error["details"] == {"table": "memories", "column": "content", "row_id": memory_id}
+    assert "Traceback" not in response.text
+    for text in never:
+        assert text not in response.text
+
+
+@pytest.mark.parametrize("same_user", [False, True], ids=["two users", "one user"])
+def test_a_ciphertext_swapped_in_the_file_is_an_integrity_error_not_the_other_text(
+        client, auth, other_auth, services, same_user: bool) -> None:  # noqa: ANN001
+    mine = create(client, auth, content="Alice's locker code is 4711.", summary="locker code", tags=["alice"])
+    other = create(client, auth if same_user else other_auth, content="Bob's safe code is 9001.",
+                   summary="safe code", tags=["bob"])
+    swap_in_file(services, mine["id"], other["id"])
+    secrets = ("9001", "Bob", "safe code", "4711")
+    assert_integrity_error(client.get(f"/v1/memories/{mine['id']}", headers=auth), mine["id"], *secrets)
+    assert_integrity_error(client.get("/v1/memories", headers=auth), mine["id"] if not same_user else other["id"],
+                           *secrets)
+    search = client.get("/v1/memories/search", params={"q": "code", "mode": "keyword"}, headers=auth)
+    assert search.status_code == 500 and "9001" not in search.text and "4711" not in search.text
+    owner = auth if same_user else other_auth
+    assert_integrity_error(client.get(f"/v1/memories/{other['id']}", headers=owner), other["id"], *secrets)

@@ -6,6 +6,7 @@ import itertools
 from datetime import datetime
 from uuid import UUID, uuid4
 
+import apsw
 import pytest
 
 SNIPPET_KEYS = {"id", "title", "content", "created_at", "updated_at"}
@@ -196,6 +197,14 @@ def test_resolved_view(client, auth) -> None:
     }
     plain = client.get(f"/v1/snippets/{sign['id']}/resolved", headers=auth).json()
     assert plain["resolved_content"] == plain["original_content"] == "Regards,\nAnn\n"
+
+
+def test_resolved_view_matches_the_longest_title_before_punctuation(client, auth) -> None:
+    create(client, auth, "Name", "Ann")
+    create(client, auth, "Name long", "Ann Smith")
+    root = create(client, auth, "Root", "Hello /snippet Name! Dear /snippet name LONG, bye /snippet Names")
+    body = client.get(f"/v1/snippets/{root['id']}/resolved", headers=auth).json()
+    assert body["resolved_content"] == "Hello Ann! Dear Ann Smith, bye /snippet Names [snippet not found]"
 
 
 def test_resolved_view_with_a_cycle_answers(client, auth) -> None:
@@ -396,3 +405,28 @@ def test_routes_are_documented(client) -> None:
     assert "409" in paths["/v1/snippets"]["post"]["responses"]
     assert "depth" in paths["/v1/snippets/{snippet_id}/resolved"]["get"]["description"]
     assert "A→Z" in paths["/v1/snippets"]["get"]["description"]
+
+
+# --- sealed values are bound to their row and user ---------------------------------------------------
+
+
+def test_a_snippet_ciphertext_swapped_in_the_file_is_an_integrity_error(client, auth, other_auth, services) -> None:
+    mine = create(client, auth, "Mine", "Alice's door code is 4711")
+    theirs = create(client, other_auth, "Theirs", "Bob's door code is 9001")
+    conn = apsw.Connection(str(services.db.path))
+    try:
+        with conn:
+            a = conn.execute("SELECT content_sealed FROM snippets WHERE id = ?", (mine["id"],)).fetchone()[0]
+            b = conn.execute("SELECT content_sealed FROM snippets WHERE id = ?", (theirs["id"],)).fetchone()[0]
+            conn.execute("UPDATE snippets SET content_sealed = ? WHERE id = ?", (b, mine["id"]))
+            conn.execute("UPDATE snippets SET content_sealed = ? WHERE id = ?", (a, theirs["id"]))
+    finally:
+        conn.close()
+    response = client.get(f"/v1/snippets/{mine['id']}", headers=auth)
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "INTERNAL_ERROR"
+    assert f"snippets.content_sealed of row {mine['id']}" in error["message"]
+    assert "9001" not in response.text and "Bob" not in response.text and "Traceback" not in response.text
+    assert client.get("/v1/snippets", headers=auth).status_code == 500
+    assert client.get(f"/v1/snippets/{theirs['id']}", headers=other_auth).status_code == 500

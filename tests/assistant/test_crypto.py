@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,17 @@ from assistant.crypto import (
     KEY_BYTES,
     NONCE_BYTES,
     KeyMismatchError,
+    SealContext,
+    SealedValueMismatch,
     Sealer,
     load_or_create_key,
     open_sealer,
 )
-from assistant.errors import ConfigError
+from assistant.errors import AssistantError, ConfigError
 from assistant.storage.db import Database
 
 TAG_BYTES = 16
+AT = SealContext("memories", "content", "row-1", "user-a")
 
 
 @pytest.fixture
@@ -44,43 +48,43 @@ def test_sizes_are_the_spec_ones() -> None:
 
 @pytest.mark.parametrize("text", ["My name is Alice.", "", "Grüße aus Köln — 東京 🙂", "x" * 100_000])
 def test_round_trip(sealer: Sealer, text: str) -> None:
-    sealed = sealer.seal(text)
+    sealed = sealer.seal(text, AT)
     assert isinstance(sealed, bytes)
     assert len(sealed) == NONCE_BYTES + len(text.encode("utf-8")) + TAG_BYTES
-    assert sealer.open(sealed) == text
+    assert sealer.open(sealed, AT) == text
 
 
 def test_sealed_bytes_do_not_contain_the_plaintext(sealer: Sealer) -> None:
-    sealed = sealer.seal("Alice lives in Berlin")
+    sealed = sealer.seal("Alice lives in Berlin", AT)
     assert b"Alice" not in sealed
     assert b"Berlin" not in sealed
 
 
 def test_same_text_sealed_twice_differs_by_a_fresh_nonce(sealer: Sealer) -> None:
-    sealed = [sealer.seal("the same words") for _ in range(50)]
+    sealed = [sealer.seal("the same words", AT) for _ in range(50)]
     nonces = {s[:NONCE_BYTES] for s in sealed}
     assert len(nonces) == 50
     assert len(set(sealed)) == 50
-    assert all(sealer.open(s) == "the same words" for s in sealed)
+    assert all(sealer.open(s, AT) == "the same words" for s in sealed)
 
 
 def test_tampering_fails(sealer: Sealer) -> None:
-    sealed = bytearray(sealer.seal("transfer 100 EUR to Bob"))
+    sealed = bytearray(sealer.seal("transfer 100 EUR to Bob", AT))
     for position in (0, NONCE_BYTES - 1, NONCE_BYTES, len(sealed) // 2, len(sealed) - 1):
         tampered = bytearray(sealed)
         tampered[position] ^= 0x01
-        with pytest.raises(CryptoError):
-            sealer.open(bytes(tampered))
-    with pytest.raises(CryptoError):
-        sealer.open(bytes(sealed[:-1]))
-    with pytest.raises(CryptoError):
-        sealer.open(bytes(sealed) + b"\x00")
+        with pytest.raises(SealedValueMismatch):
+            sealer.open(bytes(tampered), AT)
+    with pytest.raises(SealedValueMismatch):
+        sealer.open(bytes(sealed[:-1]), AT)
+    with pytest.raises(SealedValueMismatch):
+        sealer.open(bytes(sealed) + b"\x00", AT)
 
 
 def test_another_key_cannot_open(sealer: Sealer) -> None:
-    sealed = sealer.seal("secret")
-    with pytest.raises(CryptoError):
-        Sealer(os.urandom(32)).open(sealed)
+    sealed = sealer.seal("secret", AT)
+    with pytest.raises(SealedValueMismatch):
+        Sealer(os.urandom(32)).open(sealed, AT)
 
 
 def test_associated_data_is_bound(sealer: Sealer) -> None:
@@ -88,6 +92,34 @@ def test_associated_data_is_bound(sealer: Sealer) -> None:
     assert sealer.open_bytes(sealed, aad=b"row-1") == b"value"
     with pytest.raises(CryptoError):
         sealer.open_bytes(sealed, aad=b"row-2")
+
+
+def test_a_value_opens_only_where_it_was_sealed(sealer: Sealer) -> None:
+    sealed = sealer.seal("Alice's secret", AT)
+    assert sealer.open(sealed, AT) == "Alice's secret"
+    for elsewhere in (replace(AT, table="snippets"), replace(AT, column="summary"), replace(AT, row_id="row-2"),
+                      replace(AT, user_id="user-b"), replace(AT, user_id="")):
+        with pytest.raises(SealedValueMismatch) as caught:
+            sealer.open(sealed, elsewhere)
+        assert caught.value.message.startswith("data integrity error")
+        assert elsewhere.describe() in caught.value.message
+        assert "secret" not in caught.value.message
+    with pytest.raises(CryptoError):
+        sealer.open_bytes(sealed)  # nor without associated data
+
+
+def test_the_integrity_error_is_an_internal_error_with_its_place() -> None:
+    error = SealedValueMismatch(AT)
+    assert isinstance(error, AssistantError)
+    assert error.code == "INTERNAL_ERROR"
+    assert error.details == {"table": "memories", "column": "content", "row_id": "row-1"}
+    assert "memories.content of row row-1" in error.message
+    assert "user-a" not in error.message  # the owner is logged, not returned
+
+
+def test_fields_cannot_run_into_each_other() -> None:
+    assert SealContext("a", "bc", "1", "u").aad() != SealContext("ab", "c", "1", "u").aad()
+    assert SealContext("t", "c", "1", "23").aad() != SealContext("t", "c", "12", "3").aad()
 
 
 def test_key_must_be_32_bytes() -> None:
@@ -101,8 +133,8 @@ def test_disabled_sealer_stores_utf8(sealer: Sealer) -> None:
     plain = Sealer(None)
     assert not plain.encrypted
     assert sealer.encrypted
-    assert plain.seal("héllo") == "héllo".encode()
-    assert plain.open("héllo".encode()) == "héllo"
+    assert plain.seal("héllo", AT) == "héllo".encode()
+    assert plain.open("héllo".encode(), AT) == "héllo"
 
 
 # --- key file ----------------------------------------------------------------------------------------
@@ -167,9 +199,9 @@ def test_open_sealer_creates_key_and_check_on_first_use(db: Database, tmp_path: 
     assert values["memory_encryption"] == "xchacha20poly1305"
     assert sealer.verify(bytes.fromhex(values["memory_key_check"]))
     # the same key file opens the store again, and reads what the first sealer wrote
-    sealed = sealer.seal("kept")
+    sealed = sealer.seal("kept", AT)
     again = open_sealer(db, key_path)
-    assert again.open(sealed) == "kept"
+    assert again.open(sealed, AT) == "kept"
 
 
 def test_open_sealer_refuses_a_wrong_key(db: Database, tmp_path: Path) -> None:
@@ -227,7 +259,7 @@ def test_open_sealer_uses_an_existing_key_for_a_new_store(db: Database, tmp_path
     key_path = tmp_path / "memory.key"
     key = load_or_create_key(key_path)
     sealer = open_sealer(db, key_path)
-    assert Sealer(key).open(sealer.seal("shared")) == "shared"
+    assert Sealer(key).open(sealer.seal("shared", AT), AT) == "shared"
     assert key_path.read_bytes() == key
 
 

@@ -18,6 +18,7 @@ from assistant.config import MemorySettings
 from assistant.crypto import NONCE_BYTES, Sealer, open_sealer
 from assistant.embeddings.hashing import HashingEmbedder
 from assistant.errors import NotFoundError, ValidationFailed
+from assistant.memory.records import sealed_at
 from assistant.memory.scoring import PREAMBLE
 from assistant.memory.store import MemoryStore, iso_of
 from assistant.memory.types import MemoryType
@@ -477,11 +478,12 @@ def test_near_duplicate_is_merged_on_plaintext(store: MemoryStore, alice: str, d
     # sealed once: nonce + UTF-8 of the merged text + 16-byte tag, and it decrypts with the store's key
     new_sealed = store.db.scalar("SELECT content FROM memories WHERE id = ?", (first.id,))
     assert len(new_sealed) == NONCE_BYTES + len(MERGED_TEXT.encode()) + 16
-    assert store.sealer.open(new_sealed) == MERGED_TEXT
+    at = sealed_at("content", first.id, alice)
+    assert store.sealer.open(new_sealed, at) == MERGED_TEXT
     assert new_sealed[:NONCE_BYTES] != old_sealed[:NONCE_BYTES]
     # a fresh reader with the key file decrypts it too
     key = (db_path.parent / "memory.key").read_bytes()
-    assert Sealer(key).open(new_sealed) == MERGED_TEXT
+    assert Sealer(key).open(new_sealed, at) == MERGED_TEXT
     # and the raw database bytes contain none of it in plaintext
     raw = raw_bytes(db_path)
     for needle in (b"Berlin", b"green tea", b"I have a dog", b"I live in"):

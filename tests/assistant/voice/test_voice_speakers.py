@@ -10,10 +10,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from nacl.exceptions import CryptoError
 
 from assistant.config import SpeakerIdSettings
-from assistant.crypto import Sealer
+from assistant.crypto import SealContext, SealedValueMismatch, Sealer
 from assistant.errors import ConfigError, ConflictError, NotFoundError, ValidationFailed
 from assistant.storage.db import Database
 from assistant.voice import speaker
@@ -189,8 +188,10 @@ def test_embeddings_are_sealed_and_bound_to_their_row(registry, fake, db) -> Non
         assert len(row["embedding"]) == 24 + DIM * 4 + 16  # nonce + ciphertext + tag
         assert bytes(row["embedding"]) not in plain
     sealer = registry.store.sealer
-    with pytest.raises(CryptoError):  # a blob moved to another row does not open
-        sealer.open_bytes(rows[0]["embedding"], rows[1]["id"].encode())
+    owner = db.scalar("SELECT user_id FROM voice_speakers")
+    with pytest.raises(SealedValueMismatch, match="voice_embeddings.embedding"):  # moved to another row: no
+        sealer.open_data(rows[0]["embedding"], SealContext("voice_embeddings", "embedding", rows[1]["id"], owner))
+    assert sealer.open_data(rows[0]["embedding"], SealContext("voice_embeddings", "embedding", rows[0]["id"], owner))
 
 
 def test_unsealed_store_round_trips(db, fake) -> None:
