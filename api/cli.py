@@ -57,6 +57,16 @@ def _open_services(settings: Settings):  # -> Services, imported lazily
         raise
 
 
+def uvicorn_options(settings: Settings) -> dict[str, object]:
+    """How ``serve`` runs uvicorn. Proxy headers (X-Forwarded-For/-Proto) are read only from the
+    proxies ``security.trusted_proxies`` lists; with none, they are off: uvicorn would otherwise
+    trust them from 127.0.0.1, so any local client could choose the IP its rate limit counts."""
+    server, trusted = settings.server, settings.security.trusted_proxies
+    return {"host": server.host, "port": server.port, "log_level": server.log_level,
+            "timeout_graceful_shutdown": 5, "proxy_headers": bool(trusted),
+            "forwarded_allow_ips": list(trusted) if trusted else None}
+
+
 @app.command()
 def serve(
     config: ConfigOpt = None,
@@ -97,8 +107,7 @@ def serve(
     # that would kill the process before the services close (database, voice bus, scheduler). Exit 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
-        uvicorn.run(create_app(services), host=server.host, port=server.port, log_level=server.log_level,
-                    timeout_graceful_shutdown=5)
+        uvicorn.run(create_app(services), **uvicorn_options(settings))
     finally:
         services.close()
 
@@ -227,7 +236,15 @@ def satellite(
     broker: Annotated[str, typer.Option("--broker", help="MQTT broker as HOST:PORT.")],
     out: Annotated[Path | None, typer.Option("--out", help="Save the reply as a 16 kHz WAV file.")] = None,
     username: Annotated[str | None, typer.Option(help="MQTT user name.")] = None,
-    password: Annotated[str | None, typer.Option(help="MQTT password.")] = None,
+    password: Annotated[str | None, typer.Option(help="MQTT password (or the environment variable below).",
+                                                 envvar="ASSISTANT_MQTT_PASSWORD")] = None,
+    tls: Annotated[bool, typer.Option("--tls", help="Connect over TLS (the broker's TLS port, often 8883).")] = False,
+    ca_file: Annotated[Path | None, typer.Option(help="With --tls: the CA that signed the broker's certificate "
+                                                      "(default: the system's CAs).")] = None,
+    cert_file: Annotated[Path | None, typer.Option(help="With --tls: a client certificate (PEM).")] = None,
+    key_file: Annotated[Path | None, typer.Option(help="With --tls: the client certificate's key (PEM).")] = None,
+    tls_insecure: Annotated[bool, typer.Option("--tls-insecure", help="With --tls: do not check the broker's host "
+                                                                      "name (tests only).")] = False,
     prefix: Annotated[str, typer.Option(help="Topic prefix (voice.mqtt.topic_prefix).")] = "assistant",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for a reply after streaming.", min=0)] = 120.0,
     connect_timeout: Annotated[float, typer.Option(help="Seconds to wait for the broker.", min=0)] = 10.0,
@@ -239,6 +256,8 @@ def satellite(
 
     Exit code 0: a reply came; 1: no reply within --timeout, or the broker was unreachable; 2: a bad argument.
     """
+    from pydantic import ValidationError
+
     from assistant.config import MqttSettings
     from assistant.voice.audio import decode_audio, duration_s, write_wav
     from assistant.voice.messages import check_room_id
@@ -259,11 +278,18 @@ def satellite(
         fail(f"--wav {wav}: the file holds no audio")
     if out is not None and not out.parent.is_dir():
         fail(f"--out {out}: the directory {out.parent} does not exist")
-    mqtt = MqttSettings(host=host, port=port, topic_prefix=prefix, username=username, password=password)
+    try:
+        mqtt = MqttSettings(host=host, port=port, topic_prefix=prefix, username=username, password=password,
+                            tls=tls, ca_file=ca_file, cert_file=cert_file, key_file=key_file,
+                            tls_insecure=tls_insecure)
+    except ValidationError as exc:  # e.g. --ca-file without --tls
+        fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
     try:
         simulator = Satellite(room, mqtt, realtime=realtime, on_event=_print_event, connect_timeout=connect_timeout)
     except ValueError as exc:  # the bus refuses a prefix with MQTT wildcards or a leading/trailing "/"
         fail(f"--prefix: {exc}")
+    except AssistantError as exc:  # a TLS file that is missing or unusable
+        fail(exc.message)
     typer.echo(f"streaming {wav} ({duration_s(pcm):.2f} s) into room {room!r} via {host}:{port}")
     try:
         result = simulator.run(pcm, reply_timeout=timeout)
@@ -286,7 +312,11 @@ def _print_event(event: SatelliteEvent) -> None:
     typer.echo(f"+{event.at_s:.2f}s {event.kind} {event.detail}".rstrip())
 
 
-HostOpt = Annotated[str, typer.Option(help="Address to bind.")]
+HostOpt = Annotated[str, typer.Option(help="Address to bind (beyond loopback only with a token).")]
+TokenOpt = Annotated[str | None, typer.Option(
+    help="Shared token every request must carry as 'Authorization: Bearer <token>' (default: the config "
+         "section's token); required to bind beyond loopback.", envvar="ASSISTANT_COMPANION_TOKEN",
+    show_envvar=True)]
 
 
 @app.command("wakeword-service")
@@ -294,6 +324,7 @@ def wakeword_service(
     config: ConfigOpt = None,
     host: HostOpt = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.", min=1, max=65535)] = 8083,
+    token: TokenOpt = None,
 ) -> None:
     """Serve the wake-word companion service (for voice.wake_word.engine = "remote")."""
     import uvicorn
@@ -302,7 +333,8 @@ def wakeword_service(
     from assistant.config import WakeWordSettings
 
     settings = load_settings(config, None)
-    app_ = _companion(create_app, settings.voice.wake_word if settings.voice else WakeWordSettings())
+    section = settings.voice.wake_word if settings.voice else WakeWordSettings()
+    app_ = _companion(create_app, section, host, token or section.token)
     uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
 
 
@@ -311,6 +343,7 @@ def speaker_service(
     config: ConfigOpt = None,
     host: HostOpt = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.", min=1, max=65535)] = 8084,
+    token: TokenOpt = None,
 ) -> None:
     """Serve the speaker-identification companion service (for voice.speaker_id.engine = "remote")."""
     import uvicorn
@@ -319,14 +352,19 @@ def speaker_service(
     from assistant.config import SpeakerIdSettings
 
     settings = load_settings(config, None)
-    app_ = _companion(create_app, settings.voice.speaker_id if settings.voice else SpeakerIdSettings())
+    section = settings.voice.speaker_id if settings.voice else SpeakerIdSettings()
+    app_ = _companion(create_app, section, host, token or section.token)
     uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
 
 
-def _companion(create_app: Callable[[object], object], section: object) -> object:
-    """The companion's app; an engine that cannot load is reported as a configuration error (exit 2)."""
+def _companion(create_app: Callable[..., object], section: object, host: str, token: str | None) -> object:
+    """The companion's app, refused (exit 2) when bound beyond loopback without a token or when its
+    engine cannot load."""
+    from api.companions import check_binding
+
     try:
-        return create_app(section)
+        check_binding(host, token)
+        return create_app(section, token=token)
     except AssistantError as exc:
         fail(exc.message)
         raise

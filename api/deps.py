@@ -1,5 +1,6 @@
-"""Dependencies: the Services, the authenticated caller (``CurrentPrincipal``) and an admin
-caller (``AdminPrincipal``: any other role is 403 FORBIDDEN naming the role needed).
+"""Dependencies: the Services, one optional service or 503 (``service``), the paging parameters
+(``Limit``/``Offset``), the authenticated caller (``CurrentPrincipal``) and an admin caller
+(``AdminPrincipal``: any other role is 403 FORBIDDEN naming the role needed).
 
 Keys are checked by the ``Authenticate`` middleware before the body is read (so an
 unauthenticated request is 401 even when its body is malformed); the dependency reuses the
@@ -8,12 +9,13 @@ principal the middleware found, and authenticates by itself on routes outside it
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPBearer
 
-from assistant.errors import ForbiddenError, UnauthorizedError
+from assistant.errors import ForbiddenError, ServiceUnavailableError, UnauthorizedError
 from assistant.security import KeyStore, Principal
 from assistant.services import Services
 
@@ -25,6 +27,33 @@ def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def service(name: str, unavailable: str, check: Callable[[Any], Any] | None = None) -> Any:
+    """A dependency giving ``services.<name>``, or 503 ``SERVICE_UNAVAILABLE`` with ``unavailable``
+    when it is not set up; ``check(found)`` may refuse it too (by raising). Resolved before the body
+    is validated, so a disabled service is 503 whatever the body. Use it as
+    ``Catalog = Annotated[CommandCatalog, service("catalog", "...")]``."""
+
+    def dependency(services: ServicesDep) -> Any:
+        found = getattr(services, name, None)
+        if found is None:
+            raise ServiceUnavailableError(unavailable)
+        if check is not None:
+            check(found)
+        return found
+
+    dependency.__name__ = f"{name}_service"
+    return Depends(dependency)
+
+
+# Paging: every integer of the API has an upper bound in the schema itself (SQLite integers are 64-bit;
+# an unbounded offset of 2**63 once crashed the lists). MAX_OFFSET is far beyond any real table.
+MAX_OFFSET = 1_000_000_000
+MAX_LIMIT = 1000
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, 1 to {MAX_LIMIT:,}.")]
+"""``limit: Limit = 100``. A list with a smaller page bounds it itself (``Query(ge=1, le=200)``)."""
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description=f"Items to skip, 0 to {MAX_OFFSET:,}.")]
 
 
 def principal_from_headers(keys: KeyStore, method: str, authorization: str | None, api_key: str | None) -> Principal:

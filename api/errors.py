@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -71,6 +72,17 @@ def _describe(err: dict[str, Any]) -> str:
     return message
 
 
+def unreadable_body(cause: BaseException) -> str:
+    """Why FastAPI could not read a JSON body, said precisely (it says only "error parsing the body")."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the request body is not valid UTF-8 (byte {cause.start}); JSON text must be UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the JSON body is nested too deeply"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return f"the JSON body holds an integer of more than {sys.get_int_max_str_digits():,} digits"
+    return f"the request body cannot be read as JSON: {str(cause)[:200]}"
+
+
 async def on_assistant_error(request: Request, exc: AssistantError) -> JSONResponse:
     headers: dict[str, str] = {}
     extra: dict[str, Any] = {}
@@ -94,6 +106,11 @@ async def on_validation_error(request: Request, exc: RequestValidationError) -> 
                 request, "BAD_REQUEST", f"malformed JSON body: {where} at position {position}".strip()
             )
         if tuple(err["loc"]) == ("body",) and err["type"] in ("model_attributes_type", "dict_type", "missing"):
+            media = request.headers.get("content-type", "").split(";")[0].strip()
+            if media and media.lower() != "application/json" and not media.lower().endswith("+json"):
+                return error_response(
+                    request, "BAD_REQUEST", f"the request body must be JSON: Content-Type must be "
+                                            f"application/json (got {media[:100]!r})")
             what = "is missing" if err["type"] == "missing" else "must be a JSON object"
             return error_response(
                 request, "BAD_REQUEST", f"the request body {what} (Content-Type: application/json)"
@@ -109,6 +126,8 @@ async def on_http_exception(request: Request, exc: StarletteHTTPException) -> JS
         message = f"no route {request.method} {request.url.path}"
     elif exc.status_code == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
+    elif exc.status_code == 400 and exc.__cause__ is not None:
+        message = unreadable_body(exc.__cause__)
     else:
         message = str(exc.detail)
     return error_response(request, code, message, headers=getattr(exc, "headers", None), status=exc.status_code)

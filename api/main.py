@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 import assistant
 from api import errors
-from api.middleware import Authenticate, RateLimit, RequestContext
+from api.middleware import Authenticate, JsonDepth, MethodCheck, RateLimit, RequestContext
 from api.routes import (
     agent_profiles,
     agentic,
@@ -49,12 +49,21 @@ since they decide them). Keys in the config file's `security.api_keys` are `user
 `/metrics/prometheus` (and these docs).
 
 **Errors** always use the envelope `{"error": {code, message, details?, request_id}}`.
-400 `BAD_REQUEST` is for bodies that cannot be read: malformed JSON, or a body that is not a
-JSON object. 422 `VALIDATION_ERROR` is for readable bodies with wrong fields (wrong types,
-out-of-range values, unknown fields, unknown references); `details.fields` lists `{field, error}`.
-Unknown routes are 404 `NOT_FOUND`; a wrong method is 405 `METHOD_NOT_ALLOWED`; a body over
-`server.max_body_bytes` (1 MiB) is 413 `PAYLOAD_TOO_LARGE`; a chat message is at most 32,000
-characters.
+400 `BAD_REQUEST` is for bodies that cannot be read, and its message says why: malformed JSON, a
+body that is not a JSON object, a Content-Type other than `application/json` (400, not 415: the
+body is unreadable as sent), invalid UTF-8, arrays and objects nested deeper than 32 levels, an
+integer of more than 4,300 digits. 422 `VALIDATION_ERROR` is for readable bodies and parameters
+with wrong fields (wrong types, out-of-range values, unknown fields, unknown references);
+`details.fields` lists `{field, error}`. Every integer parameter and field has its bounds in this
+document (`limit` 1 to 1,000 or less, `offset` 0 to 1,000,000,000). Unknown routes are 404
+`NOT_FOUND`; a method the path does not support is 405 `METHOD_NOT_ALLOWED` with an `Allow` header
+listing every method it does (a fixed path such as `/v1/commands/catalog/audit` is never taken for
+an `{id}`); a body over `server.max_body_bytes` (1 MiB), declared or chunked, is 413
+`PAYLOAD_TOO_LARGE`; a chat message is at most 32,000 characters. A refused request stores
+nothing.
+
+**Client IP.** The rate limit counts the TCP peer's address. `X-Forwarded-For` is believed only
+from the proxies listed in `security.trusted_proxies` (default none).
 
 **Rate limiting** (when `security.rate_limit_enabled`, default 120 requests per minute per
 client IP) applies to every route except health, readiness and metrics. Responses carry
@@ -115,7 +124,10 @@ def create_app(services: Services) -> FastAPI:
         app.include_router(router)
     if openapi_url:
         docs.install(app)
-    # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps the routes.
+    # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps JsonDepth wraps MethodCheck
+    # wraps the routes.
+    app.add_middleware(MethodCheck, document=app.openapi)
+    app.add_middleware(JsonDepth)
     app.add_middleware(Authenticate, services=services)
     app.add_middleware(RateLimit, services=services)
     app.add_middleware(RequestContext, services=services)

@@ -5,15 +5,19 @@ incoming UUID), counts it in the metrics and latency history, caps the body size
 exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
 ``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
 ``Authenticate`` checks the API key of every ``/v1/`` and ``/api/`` route (webhooks excepted:
-they carry their own signature) before the body is read.
+they carry their own signature) before the body is read. ``JsonDepth`` refuses JSON bodies nested too deep (400). ``MethodCheck`` (innermost) answers 405
+with the complete ``Allow`` header before routing, so a fixed path (``/v1/commands/catalog/audit``)
+never falls into a ``/{id}`` route of another method.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
@@ -118,24 +122,81 @@ class RequestContext:
             return receive
         if _header(scope, b"transfer-encoding") is None:
             return receive
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            total += len(message.get("body", b""))
-            if total > self.max_body:
-                raise PayloadTooLarge()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        return _replay(await _read_body(receive, self.max_body), receive)
 
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
 
-        return replayed
+async def _read_body(receive: Receive, limit: int | None) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        total += len(message.get("body", b""))
+        if limit is not None and total > limit:
+            raise PayloadTooLarge()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` once, then whatever ``receive`` gives (a disconnect)."""
+    replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return replay.pop() if replay else await receive()
+
+    return replayed
+
+
+class JsonDepth:
+    """400 ``BAD_REQUEST`` for a JSON body (POST, PUT, PATCH with Content-Type application/json,
+    ``+json`` or none) nested deeper than ``MAX_JSON_DEPTH``, before any parser recurses into it.
+    Inside ``Authenticate``: an unauthenticated request is 401 whatever its body."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH") or not _is_json(
+                _header(scope, b"content-type")):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive, None)  # already capped by RequestContext
+        problem = json_depth_problem(body)
+        if problem is not None:
+            request_id = scope.get("state", {}).get("request_id", "")
+            await _send_json(send, 400, envelope("BAD_REQUEST", problem, request_id), [])
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+MAX_JSON_DEPTH = 32
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a whole string, or a bracket
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media in ("", "application/json") or media.endswith("+json")
+
+
+def json_depth_problem(body: bytes) -> str | None:
+    """Why ``body`` is refused before parsing: arrays and objects nested deeper than
+    ``MAX_JSON_DEPTH`` (a parser would recurse once per level); None when it is not."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return None  # too few brackets to nest too deep (the common case, at C speed)
+    depth = 0
+    for token in _JSON_TOKENS.finditer(body):
+        char = token.group()[:1]
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects"
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return None
 
 
 class Authenticate:
@@ -198,3 +259,60 @@ class RateLimit:
             await send(message)
 
         await self.app(scope, receive, send_with_limits)
+
+
+
+class PathMethods:
+    """Which methods each documented path supports, from the OpenAPI document (``app.openapi``)."""
+
+    HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+    def __init__(self, document: Callable[[], dict[str, Any]]):
+        self.document = document
+        self.paths: list[tuple[re.Pattern[str], int, frozenset[str]]] | None = None
+
+    def _compile(self) -> list[tuple[re.Pattern[str], int, frozenset[str]]]:
+        compiled = []
+        for template, operations in self.document().get("paths", {}).items():
+            parts = template.split("/")
+            regex = "/".join("[^/]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts)
+            literal = sum(1 for p in parts if p and not p.startswith("{"))
+            methods = frozenset(m.upper() for m in operations if m in self.HTTP_METHODS)
+            compiled.append((re.compile(f"^{regex}$"), literal, methods))
+        return compiled
+
+    def allowed(self, path: str) -> frozenset[str] | None:
+        """The methods of the documented paths matching ``path`` with the most literal segments
+        (``/catalog/audit`` over ``/catalog/{entry_id}``); None for a path the document lacks."""
+        if self.paths is None:
+            self.paths = self._compile()
+        best, methods = -1, frozenset[str]()
+        for regex, literal, path_methods in self.paths:
+            if not regex.match(path):
+                continue
+            if literal > best:
+                best, methods = literal, path_methods
+            elif literal == best:
+                methods |= path_methods
+        return methods or None
+
+
+class MethodCheck:
+    """405 ``METHOD_NOT_ALLOWED`` with ``Allow`` listing every method the path supports, decided
+    from the OpenAPI document before routing (undocumented paths are left to the router)."""
+
+    def __init__(self, app: ASGIApp, document: Callable[[], dict[str, Any]]):
+        self.app = app
+        self.methods = PathMethods(document)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            allowed = self.methods.allowed(scope["path"])
+            if allowed is not None and scope["method"] not in allowed:
+                allow = ", ".join(sorted(allowed))
+                request_id = scope.get("state", {}).get("request_id", "")
+                message = f"method {scope['method']} is not allowed on {scope['path']}; allowed: {allow}"
+                await _send_json(send, 405, envelope("METHOD_NOT_ALLOWED", message, request_id),
+                                 [(b"allow", allow.encode())])
+                return
+        await self.app(scope, receive, send)

@@ -1,17 +1,29 @@
-"""Readiness probes with latency, cached briefly so frequent probes do not load the engine."""
+"""Readiness probes with latency, cached briefly so frequent probes do not load the engine.
+
+``/ready`` probes the engine at most once per ``inference.health_cache_secs``. ``/ready/all`` probes
+every service (some of them outbound: the messenger's API, the IMAP server, the calendar, the
+weather service) at most once per ``server.readiness_cache_secs`` for all clients together: the
+probes of one round run concurrently, and requests that arrive while a round runs wait for it
+instead of starting their own. Its own per-client-IP limit (``server.readiness_rpm``, the
+:attr:`HealthProbe.limiter`) answers 429 beyond that; it is separate from the API's rate limit,
+which exempts the health routes.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 
 from assistant.llm.base import ChatModel, Health
+from assistant.ratelimit import RateLimiter
 from assistant.storage.db import Database
 
-SERVICE_NAMES = ("inference", "database", "cache", "messenger", "email", "calendar", "weather")
+SERVICE_NAMES = ("inference", "database", "cache", "messenger", "email", "calendar", "weather", "embedder")
 
 
 @dataclass(frozen=True)
@@ -19,27 +31,66 @@ class ServiceHealth:
     healthy: bool
     latency_ms: int | None = None
     detail: str = ""
+    circuit: str | None = None  # the backend's breaker: closed, open or half_open (None: it has none)
 
 
 NOT_CONFIGURED = ServiceHealth(False, None, "not configured")
 
 
 class HealthProbe:
-    def __init__(self, model: ChatModel, cache_secs: float = 5.0):
+    def __init__(self, model: ChatModel, cache_secs: float = 5.0, *, all_cache_secs: float = 5.0,
+                 rpm: int = 60, clock: Callable[[], float] = time.monotonic):
         self.model = model
         self.cache_secs = cache_secs
+        self.all_cache_secs = all_cache_secs
+        self.limiter = RateLimiter(rpm, clock)
+        self._clock = clock
         self._cached: tuple[float, Health] | None = None
         self._lock = threading.Lock()
+        self._all: tuple[float, dict[str, ServiceHealth]] | None = None
+        self._all_lock = threading.Lock()
+        self.rounds = 0  # probe rounds run by ``all`` (the cache's misses)
+
+    def all(self, probes: Mapping[str, Callable[[], ServiceHealth]]) -> dict[str, ServiceHealth]:
+        """Every probe's result, run concurrently at most once per ``all_cache_secs``."""
+        with self._all_lock:  # one round at a time; the others wait and read its result
+            cached = self._all
+            if cached is not None and self._clock() - cached[0] < self.all_cache_secs:
+                return dict(cached[1])
+            self.rounds += 1
+            with ThreadPoolExecutor(max_workers=max(len(probes), 1), thread_name_prefix="probe") as pool:
+                futures = {name: pool.submit(_safe, probe) for name, probe in probes.items()}
+                report = {name: future.result() for name, future in futures.items()}
+            self._all = (self._clock(), report)
+            return dict(report)
 
     def inference(self) -> Health:
         """The engine's health; probed at most once per ``cache_secs``."""
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             if self._cached is not None and now - self._cached[0] < self.cache_secs:
                 return self._cached[1]
             health = self.model.health()
-            self._cached = (time.monotonic(), health)
+            self._cached = (self._clock(), health)
             return health
+
+
+def _safe(probe: Callable[[], ServiceHealth]) -> ServiceHealth:
+    try:
+        return probe()
+    except Exception as exc:  # a probe that breaks reports the service as unhealthy, never raises
+        return ServiceHealth(False, None, f"probe failed: {type(exc).__name__}: {exc}"[:300])
+
+
+def timed(check: Callable[[], str]) -> ServiceHealth:
+    """A local check as a ServiceHealth: healthy with its latency and the detail it returns, or
+    unhealthy with the exception's message."""
+    start = time.perf_counter()
+    try:
+        detail = check()
+    except Exception as exc:
+        return ServiceHealth(False, None, str(exc)[:300] or type(exc).__name__)
+    return ServiceHealth(True, round((time.perf_counter() - start) * 1000), detail)
 
 
 def database_health(db: Database) -> ServiceHealth:

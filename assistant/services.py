@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import AgenticService, build_agentic
+from assistant.breaker import Breakers
 from assistant.catalog import CommandCatalog, build_catalog
+from assistant.catalog.executor import create_runner, secret_paths
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
@@ -18,6 +21,7 @@ from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder, create_embedder
+from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
 from assistant.health import (
     NOT_CONFIGURED,
     HealthProbe,
@@ -25,6 +29,7 @@ from assistant.health import (
     database_health,
     http_health,
     tcp_health,
+    timed,
 )
 from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
@@ -75,6 +80,7 @@ class Services:
     profiles: ProfileStore | None = None
     snippets: SnippetStore | None = None
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
+    breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -82,28 +88,65 @@ class Services:
         return self.settings.data_dir
 
     def service_health(self) -> dict[str, ServiceHealth]:
-        """Every service of /ready/all; unconfigured ones are unhealthy with no latency."""
-        inference = self.probe.inference()
-        self.metrics.inference_healthy = inference.healthy
-        cache_stats = getattr(self.chat_model, "cache_stats", None)
+        """Every service of /ready/all, probed for real (at most once per
+        ``server.readiness_cache_secs``, see :class:`HealthProbe`); unconfigured ones are unhealthy
+        with no latency. ``circuit`` is the backend's breaker state, read fresh on every call."""
         messenger = self.settings.messenger
-        return {
-            "inference": ServiceHealth(inference.healthy, inference.latency_ms, inference.detail),
-            "database": database_health(self.db),
-            "cache": ServiceHealth(True, 0, "llama.cpp KV prefix cache") if cache_stats is not None else NOT_CONFIGURED,
-            "messenger": http_health(messenger.api_base_url) if messenger.enabled else NOT_CONFIGURED,
+        probes: dict[str, Callable[[], ServiceHealth]] = {
+            "inference": self._inference_health,
+            "database": lambda: database_health(self.db),
+            "cache": self._cache_health,
+            "messenger": (lambda: http_health(messenger.api_base_url)) if messenger.enabled else _not_configured,
             **self._tool_health(),
+            "embedder": self._embedder_health,
+        }
+        report = self.probe.all(probes)
+        circuits = {"inference": LLM, "embedder": EMBEDDER, "messenger": MESSENGER,
+                    **{name: tool_breaker_name(name) for name in ("email", "calendar", "weather")}}
+        return {
+            name: replace(health, circuit=self.breakers.get(circuits[name]).state.value)
+            if circuits.get(name) in self.breakers else health
+            for name, health in report.items()
         }
 
-    def _tool_health(self) -> dict[str, ServiceHealth]:
+    def _inference_health(self) -> ServiceHealth:
+        inference = self.probe.inference()
+        self.metrics.inference_healthy = inference.healthy
+        return ServiceHealth(inference.healthy, inference.latency_ms, inference.detail)
+
+    def _cache_health(self) -> ServiceHealth:
+        """llama.cpp's KV prefix cache lives in the loaded model: healthy once the default model is
+        in memory; other engines keep their own cache (not configured here)."""
+        stats = getattr(self.chat_model, "cache_stats", None)
+        is_loaded = getattr(self.chat_model, "is_loaded", None)
+        if stats is None or is_loaded is None:
+            return NOT_CONFIGURED
+        self.probe.inference()  # loads the model when it can be loaded
+
+        def check() -> str:
+            if not is_loaded():
+                raise RuntimeError("the model is not loaded, so its KV prefix cache does not exist")
+            return f"llama.cpp KV prefix cache, hit rate {stats.hit_rate:.2f}"
+
+        return timed(check)
+
+    def _embedder_health(self) -> ServiceHealth:
+        """One embedding of a short text, bypassing the breaker (a probe is not traffic)."""
+        if self.memory is None:
+            return NOT_CONFIGURED
+        embedder = getattr(self.memory.embedder, "inner", self.memory.embedder)
+        return timed(lambda: f"{embedder.id}, {len(embedder.embed(['readiness probe'])[0])} dimensions")
+
+    def _tool_health(self) -> dict[str, Callable[[], ServiceHealth]]:
         """email, calendar and weather: reachability of the configured backend (a registered
         capability), else not configured."""
         backends = self.tools.backends if self.tools is not None else {}
         s = self.settings
         return {
-            "email": tcp_health(s.email.imap_host, s.email.imap_port) if "email" in backends else NOT_CONFIGURED,
-            "calendar": http_health(s.calendar.url) if "calendar" in backends else NOT_CONFIGURED,
-            "weather": http_health(s.weather.geocoding_url) if "weather" in backends else NOT_CONFIGURED,
+            "email": (lambda: tcp_health(s.email.imap_host, s.email.imap_port))
+            if "email" in backends else _not_configured,
+            "calendar": (lambda: http_health(s.calendar.url)) if "calendar" in backends else _not_configured,
+            "weather": (lambda: http_health(s.weather.geocoding_url)) if "weather" in backends else _not_configured,
         }
 
     def start_background(self) -> None:
@@ -136,6 +179,10 @@ class Services:
         self.db.close()
 
 
+def _not_configured() -> ServiceHealth:
+    return NOT_CONFIGURED
+
+
 def key_path(settings: Settings) -> Path:
     path = settings.memory.encryption_key_path.expanduser()
     return path if path.is_absolute() else settings.data_dir / path
@@ -157,16 +204,21 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     except Exception:
         db.close()
         raise
+    server = settings.server
+    breakers = Breakers(server.circuit_failure_threshold, server.circuit_reset_secs)
     memory = None
     if mem.enabled:
         base_url = settings.inference.base_url if mem.embedding_backend == "ollama" else None
-        memory = MemoryStore(db, sealer, embedder or create_embedder(mem, base_url), mem)
+        guarded = GuardedEmbedder(embedder or create_embedder(mem, base_url), breakers.get(EMBEDDER))
+        memory = MemoryStore(db, sealer, guarded, mem)
     analytics = Analytics(data_dir / ANALYTICS_FILE)
     metrics = Metrics()
+    metrics.circuits = lambda: {name: state.value for name, state in breakers.states().items()}
     model = chat_model or create_chat_model(settings.inference, data_dir)
     inference = settings.inference
     queue = InferenceQueue(
-        model, queue_timeout_secs=inference.queue_timeout_secs, request_timeout_secs=inference.request_timeout_secs
+        model, queue_timeout_secs=inference.queue_timeout_secs, request_timeout_secs=inference.request_timeout_secs,
+        breaker=breakers.get(LLM),
     )
     conversations = ConversationStore(db, sealer)
     profiles = ProfileStore(db, sealer)
@@ -176,7 +228,11 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     except Exception:
         db.close()
         raise
-    catalog = build_catalog(db, sealer, settings.commands)
+    toolbox.registry = guard_tools(toolbox.registry, breakers)
+    for capability in toolbox.backends:
+        breakers.get(tool_breaker_name(capability))
+    catalog = build_catalog(db, sealer, settings.commands,
+                            runner=create_runner(settings.commands, secret_paths(settings)))
     tool_runs = ToolRunStore(db, sealer)
     chat = ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
                        toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,
@@ -192,7 +248,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         keys=KeyStore(db, security.api_keys),
         metrics=metrics,
         system=SystemMonitor(),
-        probe=HealthProbe(model, inference.health_cache_secs),
+        probe=HealthProbe(model, inference.health_cache_secs, all_cache_secs=server.readiness_cache_secs,
+                          rpm=server.readiness_rpm),
         rate_limiter=RateLimiter(security.rate_limit_rpm) if security.rate_limit_enabled else None,
         sealer=sealer,
         memory=memory,
@@ -203,6 +260,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
         voice=build_voice(settings, db, sealer=sealer),
+        breakers=breakers,
     )
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
+    if services.messaging is not None and services.messaging.sender is not None:
+        services.messaging.sender = GuardedSender(services.messaging.sender, breakers.get(MESSENGER))
     return services

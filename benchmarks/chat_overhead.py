@@ -104,7 +104,9 @@ def overhead(n: int, memory: bool = False) -> dict[str, float]:
         serve = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]
         floor = [sys.executable, "-m", "uvicorn", "benchmarks._floor_app:app", "--port", str(floor_port),
                  "--log-level", "warning"]
-        with server(serve, port) as base, server(floor, floor_port) as floor_base, httpx.Client(timeout=60) as client:
+        testing = {"ASSISTANT_TESTING": "1"}  # the scripted model is a test double, refused otherwise
+        with server(serve, port, testing) as base, server(floor, floor_port) as floor_base, \
+                httpx.Client(timeout=60) as client:
             auth = {"Authorization": f"Bearer {key}"}
             body = {"message": "ping", "max_tokens": 1}
             timed_posts(client, f"{base}/v1/chat", body, 20, auth)  # warm-up

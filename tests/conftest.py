@@ -21,12 +21,17 @@ from assistant.config import Settings
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.services import Services, build_services
 
+# The scripted model and the hashing embedder are test doubles, refused unless this is set
+# (assistant/testing/guard.py); set before anything builds services, inherited by the notebooks
+# nbval runs in this process and by the servers the tests start as subprocesses.
+os.environ.setdefault("ASSISTANT_TESTING", "1")
+
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``ASSISTANT_*`` variable of the surrounding shell leaks into a test's settings."""
     for name in list(os.environ):
-        if name.upper().startswith("ASSISTANT_"):
+        if name.upper().startswith("ASSISTANT_") and name != "ASSISTANT_TESTING":
             monkeypatch.delenv(name)
 
 

@@ -12,8 +12,10 @@ HTTP interface (JSON responses; errors use the API's envelope ``{"error": {"code
   An empty, unreadable, odd-length, too short or too long body is 422 ``VALIDATION_ERROR``; over 2 MiB
   is 413 ``PAYLOAD_TOO_LARGE``; an engine failure is 503 ``ENGINE_ERROR``.
 
-Profiles and matching stay in the main server: this service only turns audio into embeddings. It has no
-authentication: bind it to loopback or a private network.
+Profiles and matching stay in the main server: this service only turns audio into embeddings. It listens
+on 127.0.0.1 by default; with a token (``--token`` or ``ASSISTANT_COMPANION_TOKEN``) every request needs
+``Authorization: Bearer <token>`` (401 otherwise), and without one it refuses to bind beyond loopback
+(see :mod:`api.companions`).
 """
 
 from __future__ import annotations
@@ -62,18 +64,20 @@ async def _read_body(request: Request) -> bytes:
     return bytes(body)
 
 
-def create_app(settings: SpeakerIdSettings, embedder_factory: EmbedderFactory | None = None) -> FastAPI:
-    """The service for ``settings`` (engine ``remote`` means this service, so it runs ``d-vector``).
-    ``embedder_factory(settings)`` makes the embedder (default :func:`create_embedder`); it is built and
-    checked now, so a missing model or a dimension other than ``embedding_dim`` raises ConfigError."""
+def create_app(settings: SpeakerIdSettings, embedder_factory: EmbedderFactory | None = None, *,
+               token: str | None = None) -> FastAPI:
+    """The service for ``settings`` (engine ``remote`` means this service, so it runs ``d-vector``),
+    protected by ``token`` when given. ``embedder_factory(settings)`` makes the embedder (default
+    :func:`create_embedder`); it is built and checked now, so a missing model or a dimension other than
+    ``embedding_dim`` raises ConfigError."""
     engine = IN_PROCESS_ENGINE if settings.engine == "remote" else settings.engine
-    served = settings.model_copy(update={"engine": engine, "url": None})
+    served = settings.model_copy(update={"engine": engine, "url": None, "token": None})
     embedder = (embedder_factory or create_embedder)(served)
     if embedder.dim != served.embedding_dim:
         raise ConfigError(f"speaker engine {engine!r} produces {embedder.dim}-dim embeddings but "
                           f"embedding_dim is {served.embedding_dim}")
 
-    app = companion_app("Speaker-identification companion service", __doc__)
+    app = companion_app("Speaker-identification companion service", __doc__, token)
     app.state.embedder = embedder
 
     @app.get("/health", response_model=Health)

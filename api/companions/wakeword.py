@@ -16,7 +16,9 @@ HTTP interface (JSON unless stated; errors use the API's envelope ``{"error": {"
 ``stream_id`` matches ``^[A-Za-z0-9_.-]{1,64}$`` (422 otherwise). A body of odd length or another content
 type -> 422 ``VALIDATION_ERROR``; a body over 64 KiB -> 413 ``PAYLOAD_TOO_LARGE``. At most
 :data:`MAX_STREAMS` streams are kept: the least recently used one is forgotten to admit a new one.
-The service has no authentication: bind it to loopback or a private network.
+It listens on 127.0.0.1 by default; with a token (``--token`` or ``ASSISTANT_COMPANION_TOKEN``) every
+request needs ``Authorization: Bearer <token>`` (401 otherwise), and without one it refuses to bind
+beyond loopback (see :mod:`api.companions`).
 """
 
 from __future__ import annotations
@@ -151,11 +153,13 @@ async def _read_pcm(request: Request) -> bytes:
     return bytes(body)
 
 
-def create_app(settings: WakeWordSettings, engine_factory: EngineFactory | None = None) -> FastAPI:
-    """The service for ``settings.words`` at ``settings.sensitivity`` (``engine`` and ``url`` are ignored:
-    the service always runs the engine in-process). ``engine_factory(settings, stream_id)`` makes a stream's
-    engine (default :func:`assistant.voice.wake.create_wake_word`). Raises ConfigError for unknown words."""
-    served = settings.model_copy(update={"engine": ENGINE_ID, "url": None})
+def create_app(settings: WakeWordSettings, engine_factory: EngineFactory | None = None, *,
+               token: str | None = None) -> FastAPI:
+    """The service for ``settings.words`` at ``settings.sensitivity`` (``engine``, ``url`` and ``token`` are
+    ignored: the service always runs the engine in-process, and is protected by ``token`` when given).
+    ``engine_factory(settings, stream_id)`` makes a stream's engine (default
+    :func:`assistant.voice.wake.create_wake_word`). Raises ConfigError for unknown words."""
+    served = settings.model_copy(update={"engine": ENGINE_ID, "url": None, "token": None})
     words = list(check_words(served.words))
     factory = engine_factory or create_wake_word
     factory(served, "startup-check").close()  # a broken engine fails now, not on the first audio
@@ -166,7 +170,7 @@ def create_app(settings: WakeWordSettings, engine_factory: EngineFactory | None 
         yield
         streams.close()
 
-    app = companion_app("Wake-word companion service", __doc__, lifespan=lifespan)
+    app = companion_app("Wake-word companion service", __doc__, token, lifespan=lifespan)
     app.state.streams = streams
 
     @app.get("/health", response_model=Health)

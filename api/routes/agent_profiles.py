@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, Limit, Offset, service
 from api.schemas.agent_profiles import AgentProfileCreate, AgentProfileOut, AgentProfileUpdate
 from api.schemas.common import AUTH_ERRORS, error_responses
 from assistant.agents.profiles import ProfileStore
-from assistant.errors import ServiceUnavailableError
-from assistant.services import Services
 
 router = APIRouter(prefix="/v1/agent-profiles", tags=["agent profiles"])
 
@@ -42,10 +40,7 @@ A profile applies to the one message that names it; the conversation keeps no pr
 """
 
 
-def store(services: Services) -> ProfileStore:
-    if services.profiles is None:
-        raise ServiceUnavailableError("agent profiles are not available")
-    return services.profiles
+Store = Annotated[ProfileStore, service("profiles", "agent profiles are not available")]
 
 
 @router.post("", status_code=201, response_model=AgentProfileOut,
@@ -58,43 +53,43 @@ placeholder in the template, a skill that is not an identifier, a value outside 
 409 `CONFLICT`: the caller already has a profile of that name (ignoring case); `details.id` is
 its id. Profiles are sealed at rest like memories.
 {IN_CHAT}""")
-def create_profile(body: AgentProfileCreate, user: CurrentPrincipal, services: ServicesDep) -> AgentProfileOut:
-    return AgentProfileOut.of(store(services).create(str(user.user_id), body.draft()))
+def create_profile(body: AgentProfileCreate, user: CurrentPrincipal, store: Store) -> AgentProfileOut:
+    return AgentProfileOut.of(store.create(str(user.user_id), body.draft()))
 
 
 @router.get("", response_model=list[AgentProfileOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
 def list_profiles(
     user: CurrentPrincipal,
-    services: ServicesDep,
-    limit: Annotated[int, Query(ge=1, le=1000, description="Page size (at most 1,000).")] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    store: Store,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[AgentProfileOut]:
     """The caller's profiles, oldest first (creation order), paged by `limit` and `offset`."""
-    return [AgentProfileOut.of(p) for p in store(services).list(str(user.user_id), limit, offset)]
+    return [AgentProfileOut.of(p) for p in store.list(str(user.user_id), limit, offset)]
 
 
 @router.get("/{profile_id}", response_model=AgentProfileOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_profile(profile_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> AgentProfileOut:
+def get_profile(profile_id: UUID, user: CurrentPrincipal, store: Store) -> AgentProfileOut:
     """One of the caller's profiles (404 if unknown or another user's; 422 if the id is not a UUID)."""
-    return AgentProfileOut.of(store(services).get(str(user.user_id), str(profile_id)))
+    return AgentProfileOut.of(store.get(str(user.user_id), str(profile_id)))
 
 
 @router.put("/{profile_id}", response_model=AgentProfileOut,
             responses=error_responses(400, *AUTH_ERRORS, 404, 409, 413, 422, 503))
 def update_profile(profile_id: UUID, body: AgentProfileUpdate, user: CurrentPrincipal,
-                   services: ServicesDep) -> AgentProfileOut:
+                   store: Store) -> AgentProfileOut:
     """Change only the supplied fields (the same rules as creation); `style` and
     `inference_overrides` are merged key by key, and an override set to `null` is cleared. Any
     other field set to `null` is 422. `{}` changes nothing but `updated_at`. A new name taken by
     another of the caller's profiles is 409 `CONFLICT`; changing only the case of a name is
     allowed. The response is the whole updated profile."""
-    return AgentProfileOut.of(store(services).update(str(user.user_id), str(profile_id), body.changes()))
+    return AgentProfileOut.of(store.update(str(user.user_id), str(profile_id), body.changes()))
 
 
 @router.delete("/{profile_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def delete_profile(profile_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> Response:
+def delete_profile(profile_id: UUID, user: CurrentPrincipal, store: Store) -> Response:
     """Delete one of the caller's profiles (204; 404 if unknown or another user's). Chat requests
     naming its id afterwards are 422; `@name` mentions of it become plain text."""
-    store(services).delete(str(user.user_id), str(profile_id))
+    store.delete(str(user.user_id), str(profile_id))
     return Response(status_code=204)

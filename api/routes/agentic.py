@@ -12,27 +12,17 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Header, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, Offset, service
 from api.schemas.agentic import TaskCreate, TaskCreated, TaskList, TaskOut, TaskStatusOut
 from api.schemas.common import AUTH_ERRORS, error_responses
 from assistant.agents.tasks import DISABLED, AgenticService
-from assistant.errors import ServiceUnavailableError
 
-
-def agentic_service(services: ServicesDep) -> AgenticService:
-    """The agentic service, or 503 while agentic mode is disabled."""
-    service = getattr(services, "agentic", None)
-    if service is None:
-        raise ServiceUnavailableError(DISABLED)
-    service.require_enabled()
-    return service
-
-
-Agentic = Annotated[AgenticService, Depends(agentic_service)]
-router = APIRouter(prefix="/v1/agentic/tasks", tags=["agentic tasks"], dependencies=[Depends(agentic_service)])
+AGENTIC = service("agentic", DISABLED, AgenticService.require_enabled)  # 503 while agentic mode is disabled
+Agentic = Annotated[AgenticService, AGENTIC]
+router = APIRouter(prefix="/v1/agentic/tasks", tags=["agentic tasks"], dependencies=[AGENTIC])
 
 STATES = """
 **Task states** (`status`) and transitions:
@@ -84,8 +74,8 @@ async def create_task(body: TaskCreate, user: CurrentPrincipal, agentic: Agentic
 def list_tasks(
     user: CurrentPrincipal,
     agentic: Agentic,
-    limit: Annotated[int, Query(ge=1, le=500, description="Page size (at most 500).")] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size, 1 to 500.")] = 100,
+    offset: Offset = 0,
 ) -> TaskList:
     """The caller's tasks, newest first (by created_at), paged by `limit` and `offset`."""
     return TaskList(tasks=[TaskOut.of(t) for t in agentic.list(user.user_id, limit, offset)])
@@ -103,6 +93,17 @@ def get_task(task_id: UUID, user: CurrentPrincipal, agentic: Agentic) -> TaskOut
     return TaskOut.of(agentic.get(user.user_id, task_id))
 
 
+MAX_EVENT_ID = 2**53  # what a JavaScript client can hold exactly
+
+
+def event_id(header: str | None) -> int:
+    """The event id a ``Last-Event-ID`` header names; 0 (from the start) for anything else."""
+    value = (header or "").strip()
+    if value.isascii() and value.isdigit() and len(value) <= 16 and int(value) <= MAX_EVENT_ID:
+        return int(value)
+    return 0
+
+
 @router.get(
     "/{task_id}/stream",
     responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
@@ -113,7 +114,9 @@ async def stream_task(
     task_id: UUID,
     user: CurrentPrincipal,
     agentic: Agentic,
-    last_event_id: Annotated[int | None, Header(ge=0, description="Resume after this event id.")] = None,
+    last_event_id: Annotated[str | None, Header(description=(
+        "Resume after this event id (an integer). Any other value (`null`, empty, not a number, above "
+        "2^53) counts as absent: the stream starts from the first event."))] = None,
 ) -> EventSourceResponse:
     """Server-Sent Events. A subscriber first receives every event that already happened (the
     log is kept per task), then the live ones; the stream ends after the final event. Each event
@@ -129,7 +132,7 @@ async def stream_task(
     `task_timed_out` {task_id, error, cancelled_sub_agents}. A task awaiting approval keeps the
     stream open until it is approved (events continue) or cancelled.
     """
-    events = agentic.subscribe(user.user_id, task_id, after=last_event_id or 0)
+    events = agentic.subscribe(user.user_id, task_id, after=event_id(last_event_id))
 
     async def produce() -> AsyncIterator[ServerSentEvent]:
         async with contextlib.aclosing(events):

@@ -15,8 +15,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 
-from api.deps import AdminPrincipal, CurrentPrincipal, ServicesDep
-from api.routes.catalog import catalog_of
+from api.deps import AdminPrincipal, CurrentPrincipal, Limit, Offset, ServicesDep
+from api.routes.catalog import Catalog
 from api.schemas.catalog import ApprovalOut, Decision, ExecutionOut
 from api.schemas.common import AUTH_ERRORS, ErrorEnvelope, error_responses
 from assistant.catalog import ApprovalKind, ApprovalStatus
@@ -77,43 +77,43 @@ optional: `{reason}` is kept with the request and audited; for a `tool_call` req
             summary="List approval requests", description=LIST + TOOL_CALLS)
 def list_approvals(
     user: CurrentPrincipal,
-    services: ServicesDep,
+    catalog: Catalog,
     status: Annotated[ApprovalStatus | None, Query(description="Only requests in this status.")] = None,
     kind: Annotated[ApprovalKind | None, Query(description="Only requests of this kind.")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000, description="Page size (1 to 1,000).")] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[ApprovalOut]:
-    found = catalog_of(services).approvals.list(status, limit, offset, owner=user.owner_filter(), kind=kind)
+    found = catalog.approvals.list(status, limit, offset, owner=user.owner_filter(), kind=kind)
     return [ApprovalOut.of(a) for a in found]
 
 
 @router.get("/{approval_id}", response_model=ApprovalOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503),
             summary="Get an approval request")
-def get_approval(approval_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ApprovalOut:
+def get_approval(approval_id: UUID, user: CurrentPrincipal, catalog: Catalog) -> ApprovalOut:
     """One request: the caller's own (another user's is 404 `NOT_FOUND`), any for an admin key."""
-    return ApprovalOut.of(catalog_of(services).approvals.get(str(approval_id), user.owner_filter()))
+    return ApprovalOut.of(catalog.approvals.get(str(approval_id), user.owner_filter()))
 
 
 @router.post("/{approval_id}/approve", response_model=ExecutionOut | ApprovalOut,
              responses={**error_responses(400, *AUTH_ERRORS, 404, 409, 422, 503), **DECIDED, **DECIDERS},
              summary="Approve and run", description=APPROVE + TOOL_CALLS)
-def approve(approval_id: UUID, user: AdminPrincipal, services: ServicesDep,
+def approve(approval_id: UUID, user: AdminPrincipal, catalog: Catalog, services: ServicesDep,
             body: Decision | None = None) -> ExecutionOut | ApprovalOut:
     reason = body.reason if body else None
-    approval = catalog_of(services).approvals.get(str(approval_id))
+    approval = catalog.approvals.get(str(approval_id))
     if approval.kind is ApprovalKind.TOOL_CALL:
         return ApprovalOut.of(tool_approvals(services).approve(approval.id, str(user.user_id), reason))
-    _, execution = catalog_of(services).approve(approval.id, str(user.user_id), reason)
+    _, execution = catalog.approve(approval.id, str(user.user_id), reason)
     return ExecutionOut.of(execution)
 
 
 @router.post("/{approval_id}/deny", response_model=ApprovalOut,
              responses={**error_responses(400, *AUTH_ERRORS, 404, 409, 422, 503), **DECIDED, **DECIDERS},
              summary="Deny", description=DENY + TOOL_CALLS)
-def deny(approval_id: UUID, user: AdminPrincipal, services: ServicesDep,
+def deny(approval_id: UUID, user: AdminPrincipal, catalog: Catalog, services: ServicesDep,
          body: Decision | None = None) -> ApprovalOut:
     reason = body.reason if body else None
-    approval = catalog_of(services).approvals.get(str(approval_id))
+    approval = catalog.approvals.get(str(approval_id))
     if approval.kind is ApprovalKind.TOOL_CALL:
         return ApprovalOut.of(tool_approvals(services).deny(approval.id, str(user.user_id), reason))
-    return ApprovalOut.of(catalog_of(services).deny(approval.id, str(user.user_id), reason))
+    return ApprovalOut.of(catalog.deny(approval.id, str(user.user_id), reason))

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import AdminPrincipal, CurrentPrincipal, ServicesDep
+from api.deps import AdminPrincipal, CurrentPrincipal, Limit, Offset, service
 from api.schemas.catalog import (
     CATEGORIES,
     OSES,
@@ -38,8 +38,6 @@ from assistant.catalog import (
     TargetOs,
     spec_of,
 )
-from assistant.errors import ServiceUnavailableError
-from assistant.services import Services
 
 router = APIRouter(prefix="/v1/commands/catalog", tags=["command catalog"])
 
@@ -48,17 +46,10 @@ VALUE_SETS = (f"**Value sets.** `category`: {CATEGORIES}. `risk_level`: {RISK_LE
               "logs; high: changes the system; critical: may destroy data or stop the machine). "
               f"`os`: {OSES} (`any`: a portable command).")
 
-PageLimit = Annotated[int, Query(ge=1, le=1000, description="Page size (1 to 1,000).")]
-PageOffset = Annotated[int, Query(ge=0, description="Items to skip.")]
 CategoryQuery = Annotated[Category | None, Query(description="Only this category.")]
 RiskQuery = Annotated[RiskLevel | None, Query(description="Only this risk level.")]
 OsQuery = Annotated[TargetOs | None, Query(description="Only entries for this OS (`any` means portable ones).")]
-
-
-def catalog_of(services: Services) -> CommandCatalog:
-    if services.catalog is None:
-        raise ServiceUnavailableError("the command catalog is not available")
-    return services.catalog
+Catalog = Annotated[CommandCatalog, service("catalog", "the command catalog is not available")]
 
 
 @router.get("", response_model=list[CatalogCommand], responses=error_responses(*AUTH_ERRORS, 422, 503),
@@ -68,10 +59,10 @@ def catalog_of(services: Services) -> CommandCatalog:
                 "server creates about 32 default entries (Linux, macOS, Windows and portable ones) on its first "
                 "start when `commands.seed_defaults` is true, once: a deleted default does not come back.\n\n"
                 + VALUE_SETS))
-def list_commands(user: CurrentPrincipal, services: ServicesDep, limit: PageLimit = 100, offset: PageOffset = 0,
+def list_commands(user: CurrentPrincipal, catalog: Catalog, limit: Limit = 100, offset: Offset = 0,
                   category: CategoryQuery = None, risk_level: RiskQuery = None,
                   os: OsQuery = None) -> list[CatalogCommand]:
-    entries = catalog_of(services).entries.list(limit, offset, EntryFilter(category, risk_level, os))
+    entries = catalog.entries.list(limit, offset, EntryFilter(category, risk_level, os))
     return [CatalogCommand.of(e) for e in entries]
 
 
@@ -79,30 +70,30 @@ def list_commands(user: CurrentPrincipal, services: ServicesDep, limit: PageLimi
             summary="Search catalog commands")
 def search_commands(
     user: CurrentPrincipal,
-    services: ServicesDep,
+    catalog: Catalog,
     q: Annotated[str, Query(min_length=1, max_length=200, description="Text to find in names and descriptions.")],
-    limit: PageLimit = 100,
+    limit: Limit = 100,
 ) -> list[CatalogCommand]:
     """Entries whose name or description contains `q`, ignoring case (Unicode-aware). Name matches
     come first, then description matches; each group by name. A blank `q` is 422."""
-    return [CatalogCommand.of(e) for e in catalog_of(services).entries.search(q, limit)]
+    return [CatalogCommand.of(e) for e in catalog.entries.search(q, limit)]
 
 
 @router.get("/count", response_model=CatalogCount, responses=error_responses(*AUTH_ERRORS, 422, 503),
             summary="Count catalog commands")
-def count_commands(user: CurrentPrincipal, services: ServicesDep, category: CategoryQuery = None,
+def count_commands(user: CurrentPrincipal, catalog: Catalog, category: CategoryQuery = None,
                    risk_level: RiskQuery = None, os: OsQuery = None) -> CatalogCount:
     """How many entries there are (with the same optional filters as the listing)."""
-    return CatalogCount(count=catalog_of(services).entries.count(EntryFilter(category, risk_level, os)))
+    return CatalogCount(count=catalog.entries.count(EntryFilter(category, risk_level, os)))
 
 
 @router.get("/audit", response_model=list[AuditEventOut], responses=error_responses(*AUTH_ERRORS, 422, 503),
             summary="Audit log")
 def audit_log(
     user: CurrentPrincipal,
-    services: ServicesDep,
-    limit: PageLimit = 100,
-    offset: PageOffset = 0,
+    catalog: Catalog,
+    limit: Limit = 100,
+    offset: Offset = 0,
     action: Annotated[AuditAction | None, Query(description="Only this action.")] = None,
     catalog_id: Annotated[UUID | None, Query(description="Only events of this catalog entry.")] = None,
 ) -> list[AuditEventOut]:
@@ -112,7 +103,7 @@ def audit_log(
     code, duration). Decisions on tool-call approvals are here too (no `catalog_id`). Details are
     sealed at rest. Rows keep the ids of entries deleted later. An admin key sees every user's
     events; any other key only the events of its own user (its changes, runs and requests)."""
-    events = catalog_of(services).audit.list(limit, offset, action=action,
+    events = catalog.audit.list(limit, offset, action=action,
                                              catalog_id=str(catalog_id) if catalog_id else None,
                                              user_id=user.owner_filter())
     return [AuditEventOut.of(e) for e in events]
@@ -122,29 +113,29 @@ def audit_log(
             summary="List executions")
 def list_executions(
     user: CurrentPrincipal,
-    services: ServicesDep,
+    catalog: Catalog,
     limit: Annotated[int, Query(ge=1, le=200, description="Page size (1 to 200).")] = 20,
-    offset: PageOffset = 0,
+    offset: Offset = 0,
     catalog_id: Annotated[UUID | None, Query(description="Only executions of this catalog entry.")] = None,
 ) -> list[ExecutionOut]:
     """Recorded executions, newest first, with their outputs (sealed at rest). A user key lists its
     own user's executions (including those of its approved requests); an admin key lists all."""
-    found = catalog_of(services).executions.list(limit, offset, str(catalog_id) if catalog_id else None,
+    found = catalog.executions.list(limit, offset, str(catalog_id) if catalog_id else None,
                                                  owner=user.owner_filter())
     return [ExecutionOut.of(x) for x in found]
 
 
 @router.get("/executions/{execution_id}", response_model=ExecutionOut,
             responses=error_responses(*AUTH_ERRORS, 404, 422, 503), summary="Get an execution")
-def get_execution(execution_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ExecutionOut:
+def get_execution(execution_id: UUID, user: CurrentPrincipal, catalog: Catalog) -> ExecutionOut:
     """One execution: the caller's own (another user's is 404), any for an admin key."""
-    return ExecutionOut.of(catalog_of(services).executions.get(str(execution_id), user.owner_filter()))
+    return ExecutionOut.of(catalog.executions.get(str(execution_id), user.owner_filter()))
 
 
 @router.get("/{entry_id}", response_model=CatalogCommand, responses=error_responses(*AUTH_ERRORS, 404, 422, 503),
             summary="Get a catalog command")
-def get_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> CatalogCommand:
-    return CatalogCommand.of(catalog_of(services).entries.get(str(entry_id)))
+def get_command(entry_id: UUID, user: CurrentPrincipal, catalog: Catalog) -> CatalogCommand:
+    return CatalogCommand.of(catalog.entries.get(str(entry_id)))
 
 
 @router.post("", status_code=201, response_model=CatalogCommand,
@@ -157,10 +148,10 @@ def get_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -
                  "`risk_level` or `os` is 422 with `details.fields` naming the allowed values. `requires_approval` "
                  "defaults to false and is forced to true for risk `high` and `critical`. `network` (default "
                  "false) lets the command use the network in its sandbox.\n\n" + VALUE_SETS))
-def create_command(body: CatalogCreate, user: AdminPrincipal, services: ServicesDep) -> CatalogCommand:
+def create_command(body: CatalogCreate, user: AdminPrincipal, catalog: Catalog) -> CatalogCommand:
     spec = spec_of(body.name, body.description, body.command, body.category, body.risk_level, body.os,
                    body.requires_approval, body.network)
-    return CatalogCommand.of(catalog_of(services).create(spec, str(user.user_id)))
+    return CatalogCommand.of(catalog.create(spec, str(user.user_id)))
 
 
 @router.post(
@@ -176,7 +167,7 @@ def create_command(body: CatalogCreate, user: AdminPrincipal, services: Services
     },
     summary="Execute a catalog command",
 )
-def execute_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ExecutionOut | ApprovalRequired:
+def execute_command(entry_id: UUID, user: CurrentPrincipal, catalog: Catalog) -> ExecutionOut | ApprovalRequired:
     """Run the command now through the server's shell (`/bin/sh -c`; `cmd.exe /c` on Windows) and
     answer 200 with the recorded execution: `status` completed | failed | timed_out, `exit_code`,
     `stdout`, `stderr`, `duration_ms`, `truncated`. The run is bounded by
@@ -190,7 +181,7 @@ def execute_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDe
     approval_id, catalog_id, message, approval}`; an admin other than the requester approves it
     with `POST /v1/approvals/{approval_id}/approve`. An entry whose `os` is neither `any` nor the
     server's OS is 409 `CONFLICT`."""
-    result = catalog_of(services).execute(str(entry_id), str(user.user_id))
+    result = catalog.execute(str(entry_id), str(user.user_id))
     if result.approval is not None:
         approval = result.approval
         return ApprovalRequired(
@@ -205,9 +196,9 @@ def execute_command(entry_id: UUID, user: CurrentPrincipal, services: ServicesDe
 @router.delete("/{entry_id}", status_code=204, response_class=Response,
                responses={**error_responses(*AUTH_ERRORS, 404, 422, 503), **ADMIN_ONLY},
                summary="Delete a catalog command")
-def delete_command(entry_id: UUID, user: AdminPrincipal, services: ServicesDep) -> Response:
+def delete_command(entry_id: UUID, user: AdminPrincipal, catalog: Catalog) -> Response:
     """Remove the entry (**admin key only**: any other role is 403 `FORBIDDEN`; a default entry
     too: it does not come back at a restart). Its pending approval requests are denied; its
     executions and audit events are kept."""
-    catalog_of(services).delete(str(entry_id), str(user.user_id))
+    catalog.delete(str(entry_id), str(user.user_id))
     return Response(status_code=204)

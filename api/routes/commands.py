@@ -7,15 +7,14 @@ is under ``/v1/commands/catalog`` (its own router).
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Annotated
 
 from fastapi import APIRouter
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, service
 from api.schemas.commands import CommandRequest, CommandResultOut, ParsedCommandOut, ParseRequest
 from api.schemas.common import AUTH_ERRORS, ErrorEnvelope, error_responses
 from assistant.commands.service import CommandService
-from assistant.errors import ServiceUnavailableError
-from assistant.services import Services
 
 router = APIRouter(prefix="/v1/commands", tags=["commands"])
 
@@ -30,15 +29,11 @@ RUN_ERRORS = {
 PARSE_ERRORS = error_responses(400, *AUTH_ERRORS, 413, 422, 502, 503)
 
 
-def commands(services: Services) -> CommandService:
-    found = getattr(services, "commands", None)
-    if found is None:
-        raise ServiceUnavailableError("structured commands are not set up in this service")
-    return found
+Commands = Annotated[CommandService, service("commands", "structured commands are not set up in this service")]
 
 
 @router.post("", response_model=CommandResultOut, responses=RUN_ERRORS, summary="Run a command")
-async def run_command(body: CommandRequest, user: CurrentPrincipal, services: ServicesDep) -> CommandResultOut:
+async def run_command(body: CommandRequest, user: CurrentPrincipal, commands: Commands) -> CommandResultOut:
     """Run a structured command for the caller and return `{command, status, result, executed_at}`.
     Commands read the configured capabilities' servers directly (no model is involved).
 
@@ -70,16 +65,21 @@ async def run_command(body: CommandRequest, user: CurrentPrincipal, services: Se
     `details.capability` and `details.configure` (`[weather] enabled = true`, `[calendar] url`,
     `[email] imap_host and smtp_host`). The capability's server failing: 502 `UPSTREAM_ERROR`.
     """
-    result = await commands(services).run(user.user_id, body.command, body.args)
+    result = await commands.run(user.user_id, body.command, body.args)
     return CommandResultOut.of(result)
 
 
 @router.post("/parse", response_model=ParsedCommandOut, responses=PARSE_ERRORS, summary="Parse a command")
-async def parse_command(body: ParseRequest, user: CurrentPrincipal, services: ServicesDep) -> ParsedCommandOut:
+async def parse_command(body: ParseRequest, user: CurrentPrincipal, commands: Commands) -> ParsedCommandOut:
     """Understand a sentence as a command; **nothing is executed**. Quick patterns are tried first
-    (confidence 0.95); when none matches the model is asked for a JSON object shaped by a schema
-    (confidence: its own estimate clipped to 0..0.9). Nothing understood: `parsed` false,
-    `command.type` `unknown`, confidence 0.
+    (confidence 0.95). A sentence without a word of two letters or more ("0", digits, punctuation)
+    is not understood at once, without the model. Otherwise the model is asked for a JSON object
+    shaped by a schema, and its answer is checked against the sentence: the confidence is the
+    model's estimate (clipped to 0..0.9) times the share of the answer's subject and time words
+    that the sentence contains (an answer without either needs a word of its kind, "umbrella" for
+    weather, else it counts a quarter); an answer none of whose words the sentence contains is
+    not understood. The model's turn is bounded by `[commands] parse_timeout_secs` (default 20 s;
+    past it, 503). Nothing understood: `parsed` false, `command.type` `unknown`, confidence 0.
 
     `command.type` and its fields (timestamps are ISO 8601 UTC; `timezone` names the zone the words
     were read in, `[calendar] timezone`, default UTC):
@@ -100,8 +100,9 @@ async def parse_command(body: ParseRequest, user: CurrentPrincipal, services: Se
 
     `requires_approval` is true for `calendar_event`, `reminder`, `task` and `send_email` (they
     change something when run). Errors: `input` empty or over 2,000 characters is 422; when no
-    pattern matches and the engine is unavailable, 503 (502 when it answers with an error).
+    pattern matches and the engine is unavailable or does not answer within
+    `parse_timeout_secs`, 503 (502 when it answers with an error).
     """
-    parsed = await commands(services).parse(body.input)
+    parsed = await commands.parse(body.input)
     out = asdict(parsed)
     return ParsedCommandOut(**out)

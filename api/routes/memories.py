@@ -11,40 +11,35 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, Limit, Offset, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.memories import DecayResult, MemoryCreate, MemoryOut, MemoryStats, ScoredMemoryOut
-from assistant.errors import ServiceUnavailableError
 from assistant.memory.store import MemoryStore
 from assistant.memory.types import MemoryType
-from assistant.services import Services
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
-def store(services: Services) -> MemoryStore:
-    if services.memory is None:
-        raise ServiceUnavailableError("the memory store is disabled (memory.enabled = false)")
-    return services.memory
+Store = Annotated[MemoryStore, service("memory", "the memory store is disabled (memory.enabled = false)")]
 
 
 @router.get("", response_model=list[MemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
 def list_memories(
     user: CurrentPrincipal,
-    services: ServicesDep,
-    limit: Annotated[int, Query(ge=1, le=1000, description="Page size (at most 1,000).")] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    store: Store,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[MemoryOut]:
     """The caller's memories, newest first (by created_at), paged by `limit` and `offset`."""
-    return [MemoryOut.of(m) for m in store(services).list(str(user.user_id), limit, offset)]
+    return [MemoryOut.of(m) for m in store.list(str(user.user_id), limit, offset)]
 
 
 @router.post("", status_code=201, response_model=MemoryOut, responses=error_responses(400, *AUTH_ERRORS, 413, 422, 503))
-async def create_memory(body: MemoryCreate, user: CurrentPrincipal, services: ServicesDep) -> MemoryOut:
+async def create_memory(body: MemoryCreate, user: CurrentPrincipal, store: Store) -> MemoryOut:
     """Store a memory. The response is the stored memory (content, summary and tags are sealed
     with XChaCha20-Poly1305 at rest; the embedding is computed now)."""
     memory = await asyncio.to_thread(
-        store(services).add, str(user.user_id), body.content, body.summary, MemoryType.parse(body.memory_type),
+        store.add, str(user.user_id), body.content, body.summary, MemoryType.parse(body.memory_type),
         body.importance, body.tags,
     )
     return MemoryOut.of(memory)
@@ -53,14 +48,14 @@ async def create_memory(body: MemoryCreate, user: CurrentPrincipal, services: Se
 @router.get("/search", response_model=list[ScoredMemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
 async def search_memories(
     user: CurrentPrincipal,
-    services: ServicesDep,
+    store: Store,
     q: Annotated[str, Query(min_length=1, max_length=2000, description="What to look for.")],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> list[ScoredMemoryOut]:
     """Ranked by the spec's relevance (similarity x 0.50 + importance x 0.20 + freshness x 0.30),
     where similarity fuses dense cosine and keyword BM25. Quarantined memories are never returned;
     archived ones rank lower."""
-    found = await asyncio.to_thread(store(services).search, str(user.user_id), q, limit)
+    found = await asyncio.to_thread(store.search, str(user.user_id), q, limit)
     return [
         ScoredMemoryOut(**MemoryOut.of(s.memory).model_dump(), relevance=round(s.relevance, 6),
                         similarity=round(s.similarity, 6), keyword_score=round(s.keyword, 6),
@@ -70,29 +65,29 @@ async def search_memories(
 
 
 @router.get("/stats", response_model=MemoryStats, responses=error_responses(*AUTH_ERRORS, 503))
-def memory_stats(user: CurrentPrincipal, services: ServicesDep) -> MemoryStats:
+def memory_stats(user: CurrentPrincipal, store: Store) -> MemoryStats:
     """Count per type, with display names (`Tool Result`)."""
-    return MemoryStats(**store(services).stats(str(user.user_id)))
+    return MemoryStats(**store.stats(str(user.user_id)))
 
 
 @router.post("/decay", response_model=DecayResult, responses=error_responses(*AUTH_ERRORS, 503))
-async def decay_memories(user: CurrentPrincipal, services: ServicesDep) -> DecayResult:
+async def decay_memories(user: CurrentPrincipal, store: Store) -> DecayResult:
     """Run one decay cycle now over the caller's memories and say what changed. Time is counted
     from each memory's previous decay, so running it twice does not charge the idle time twice.
     Then the clean-up: a memory at or below `memory.min_importance` for
     `memory.cleanup_after_days` (30) days in a row is archived (`cleaned_up` counts them)."""
-    report = await asyncio.to_thread(store(services).decay, str(user.user_id))
+    report = await asyncio.to_thread(store.decay, str(user.user_id))
     return DecayResult(ran_at=report.ran_at, processed=report.processed, changed=report.changed,
                        cleaned_up=report.cleaned_up, changes=report.changes)
 
 
 @router.get("/{memory_id}", response_model=MemoryOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_memory(memory_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> MemoryOut:
-    return MemoryOut.of(store(services).get(str(user.user_id), str(memory_id)))
+def get_memory(memory_id: UUID, user: CurrentPrincipal, store: Store) -> MemoryOut:
+    return MemoryOut.of(store.get(str(user.user_id), str(memory_id)))
 
 
 @router.delete("/{memory_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def delete_memory(memory_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> Response:
-    store(services).delete(str(user.user_id), str(memory_id))
+def delete_memory(memory_id: UUID, user: CurrentPrincipal, store: Store) -> Response:
+    store.delete(str(user.user_id), str(memory_id))
     return Response(status_code=204)

@@ -11,23 +11,14 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, Limit, Offset, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.snippets import ResolvedSnippetOut, SnippetCreate, SnippetList, SnippetOut, SnippetUpdate
-from assistant.errors import ServiceUnavailableError
-from assistant.services import Services
 from assistant.snippets import MAX_TITLE_CHARS, SnippetPage, SnippetStore
 
 router = APIRouter(prefix="/v1/snippets", tags=["snippets"])
 
-Limit = Annotated[int, Query(ge=1, le=1000, description="Page size, 1 to 1,000 (default 100).")]
-Offset = Annotated[int, Query(ge=0, description="Snippets to skip (default 0).")]
-
-
-def store(services: Services) -> SnippetStore:
-    if services.snippets is None:
-        raise ServiceUnavailableError("the snippet store is not configured")
-    return services.snippets
+Store = Annotated[SnippetStore, service("snippets", "the snippet store is not configured")]
 
 
 def page(found: SnippetPage) -> SnippetList:
@@ -35,17 +26,17 @@ def page(found: SnippetPage) -> SnippetList:
 
 
 @router.get("", response_model=SnippetList, responses=error_responses(*AUTH_ERRORS, 422))
-def list_snippets(user: CurrentPrincipal, services: ServicesDep, limit: Limit = 100, offset: Offset = 0) -> SnippetList:
+def list_snippets(user: CurrentPrincipal, store: Store, limit: Limit = 100, offset: Offset = 0) -> SnippetList:
     """The caller's snippets ordered by title A→Z (case-insensitive; equal titles by creation
     time), paged by `limit` (default 100, at most 1,000) and `offset` (default 0). `total` counts
     all of the caller's snippets."""
-    return page(store(services).list(str(user.user_id), limit, offset))
+    return page(store.list(str(user.user_id), limit, offset))
 
 
 @router.get("/search", response_model=SnippetList, responses=error_responses(*AUTH_ERRORS, 422))
 def search_snippets(
     user: CurrentPrincipal,
-    services: ServicesDep,
+    store: Store,
     q: Annotated[str, Query(min_length=1, max_length=MAX_TITLE_CHARS, description="Text to find in titles.")],
     limit: Limit = 100,
     offset: Offset = 0,
@@ -54,17 +45,17 @@ def search_snippets(
     space). Order: the exact title first, then titles starting with `q`, then the other matches,
     each group A→Z. `total` counts all matches; `limit`/`offset` as in the list. A missing, empty
     or blank `q` (or one longer than 200 characters) is 422."""
-    return page(store(services).search(str(user.user_id), q, limit, offset))
+    return page(store.search(str(user.user_id), q, limit, offset))
 
 
 @router.get("/{snippet_id}", response_model=SnippetOut, responses=error_responses(*AUTH_ERRORS, 404, 422))
-def get_snippet(snippet_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> SnippetOut:
-    return SnippetOut.of(store(services).get(str(user.user_id), str(snippet_id)))
+def get_snippet(snippet_id: UUID, user: CurrentPrincipal, store: Store) -> SnippetOut:
+    return SnippetOut.of(store.get(str(user.user_id), str(snippet_id)))
 
 
 @router.get("/{snippet_id}/resolved", response_model=ResolvedSnippetOut,
             responses=error_responses(*AUTH_ERRORS, 404, 422))
-def resolve_snippet(snippet_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> ResolvedSnippetOut:
+def resolve_snippet(snippet_id: UUID, user: CurrentPrincipal, store: Store) -> ResolvedSnippetOut:
     """The content with `/snippet <Title>` references expanded recursively among the caller's
     snippets.
 
@@ -84,37 +75,37 @@ def resolve_snippet(snippet_id: UUID, user: CurrentPrincipal, services: Services
       this path (a snippet referenced twice side by side is not a cycle and is expanded twice);
       `[depth limit 10 reached]`; `[size limit reached]` once 1,000,000 characters of
       snippet text have been copied. Resolution never loops and never fails."""
-    return ResolvedSnippetOut.of(store(services).resolved(str(user.user_id), str(snippet_id)))
+    return ResolvedSnippetOut.of(store.resolved(str(user.user_id), str(snippet_id)))
 
 
 @router.post("", status_code=201, response_model=SnippetOut,
              responses=error_responses(400, *AUTH_ERRORS, 409, 413, 422))
-def create_snippet(body: SnippetCreate, user: CurrentPrincipal, services: ServicesDep) -> SnippetOut:
+def create_snippet(body: SnippetCreate, user: CurrentPrincipal, store: Store) -> SnippetOut:
     """Create a snippet. `title` (required) is trimmed, 1 to 200 characters, one line; `content`
     defaults to empty, at most 50,000 characters. Both are sealed at rest. A title the caller
     already uses (ignoring case) is 409 `CONFLICT`, whose message names it and whose `details`
     give the existing `title` and `snippet_id`; limits broken are 422 with `details.fields`."""
-    return SnippetOut.of(store(services).create(str(user.user_id), body.title, body.content))
+    return SnippetOut.of(store.create(str(user.user_id), body.title, body.content))
 
 
 @router.put("/{snippet_id}", response_model=SnippetOut,
             responses=error_responses(400, *AUTH_ERRORS, 404, 409, 413, 422))
 def update_snippet(snippet_id: UUID, body: SnippetUpdate, user: CurrentPrincipal,
-                   services: ServicesDep) -> SnippetOut:
+                   store: Store) -> SnippetOut:
     """Change only the fields supplied (`title`, `content`, or both; same limits as creation).
     A body with neither is 422 (field `body`); `null` for a field is 422. `updated_at` moves only
     when a value actually changes: sending the current values returns the snippet unchanged.
     Renaming to a title another of the caller's snippets has is 409 `CONFLICT`; changing only the
     case of the snippet's own title is allowed."""
     return SnippetOut.of(
-        store(services).update(str(user.user_id), str(snippet_id), title=body.title, content=body.content)
+        store.update(str(user.user_id), str(snippet_id), title=body.title, content=body.content)
     )
 
 
 @router.delete("/{snippet_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422))
-def delete_snippet(snippet_id: UUID, user: CurrentPrincipal, services: ServicesDep) -> Response:
+def delete_snippet(snippet_id: UUID, user: CurrentPrincipal, store: Store) -> Response:
     """Delete the snippet. References to its title in other snippets then resolve as
     `[snippet not found]`."""
-    store(services).delete(str(user.user_id), str(snippet_id))
+    store.delete(str(user.user_id), str(snippet_id))
     return Response(status_code=204)

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, Offset, ServicesDep
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.tools import Tool, ToolList, ToolRun, ToolRunList
 
@@ -31,8 +31,8 @@ async def list_tool_runs(
     services: ServicesDep,
     conversation_id: Annotated[UUID | None, Query(description="Only runs of this conversation.")] = None,
     message_id: Annotated[UUID | None, Query(description="Only runs behind this assistant message.")] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size, 1 to 500.")] = 100,
+    offset: Offset = 0,
 ) -> ToolRunList:
     """What the tool loop did for the caller's answers: which tool, the arguments the model gave,
     the result or error, and the duration. Newest answers first; within an answer, in the order

@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CurrentPrincipal, ServicesDep
+from api.deps import CurrentPrincipal, ServicesDep, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.voice import (
     RoomCreate,
@@ -34,7 +34,6 @@ from api.schemas.voice import (
     VoiceStatusOut,
 )
 from assistant.errors import AssistantError, ConfigError, NotFoundError, ServiceUnavailableError
-from assistant.services import Services
 from assistant.voice.audio import MAX_UPLOAD_SECONDS, decode_upload
 from assistant.voice.engines import EngineError
 from assistant.voice.rooms import MAX_NAME_CHARS
@@ -46,66 +45,62 @@ router = APIRouter(prefix="/v1/voice", tags=["voice"])
 DISABLED = "the voice subsystem is disabled: add a [voice] section to the configuration"
 
 
-def voice(services: Services) -> VoiceService:
-    if services.voice is None:
-        raise ServiceUnavailableError(DISABLED)
-    return services.voice
+Voice = Annotated[VoiceService, service("voice", DISABLED)]
 
 
 @router.get("/rooms", response_model=RoomList, responses=error_responses(*AUTH_ERRORS, 503))
-def list_rooms(principal: CurrentPrincipal, services: ServicesDep) -> RoomList:
+def list_rooms(principal: CurrentPrincipal, voice: Voice) -> RoomList:
     """The caller's rooms (an admin key: every room), oldest first (then by name)."""
-    rooms = voice(services).rooms.list(principal.owner_filter())
+    rooms = voice.rooms.list(principal.owner_filter())
     return RoomList(rooms=[RoomOut.of(r) for r in rooms], total=len(rooms))
 
 
 @router.post("/rooms", response_model=RoomOut, responses=error_responses(400, *AUTH_ERRORS, 409, 413, 422, 503))
-def create_room(body: RoomCreate, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+def create_room(body: RoomCreate, principal: CurrentPrincipal, voice: Voice) -> RoomOut:
     """Create a room of the caller's user (200, as the spec says). A new room is offline (`is_online`
     false, `last_seen` null) until its satellite sends a heartbeat, at the configured
     `[voice.rooms] default_volume` (80), not muted. A name the caller's user already gave a room
     (ignoring case) is 409 `CONFLICT`; other users' room names do not matter."""
-    return RoomOut.of(voice(services).rooms.create(body.name, str(principal.user_id)))
+    return RoomOut.of(voice.rooms.create(body.name, str(principal.user_id)))
 
 
 @router.get("/rooms/{room_id}", response_model=RoomOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+def get_room(room_id: UUID, principal: CurrentPrincipal, voice: Voice) -> RoomOut:
     """One room with its presence: online while heartbeats arrive at least every
     `[voice.rooms] heartbeat_timeout_ms` (checked every `stale_check_interval_secs`). Another user's
     room is 404."""
-    return RoomOut.of(voice(services).rooms.get(str(room_id), principal.owner_filter()))
+    return RoomOut.of(voice.rooms.get(str(room_id), principal.owner_filter()))
 
 
 @router.patch("/rooms/{room_id}", response_model=RoomOut,
               responses=error_responses(400, *AUTH_ERRORS, 404, 413, 422, 503))
-def update_room(room_id: UUID, body: RoomUpdate, principal: CurrentPrincipal, services: ServicesDep) -> RoomOut:
+def update_room(room_id: UUID, body: RoomUpdate, principal: CurrentPrincipal, voice: Voice) -> RoomOut:
     """Change `volume` (0..100) and/or `muted`; only supplied fields change. A change is sent to the
     room's satellite on `{prefix}/control/{room_id}` (QoS 1) as control messages
     `{"v": 1, "room_id", "action": "volume"|"mute"|"unmute", "value", "at", "origin": "server"}` (docs/voice-bus.md).
     During whisper-mode quiet hours the satellite is sent at most `[voice.whisper_mode] quiet_volume`.
     Another user's room is 404 and nothing is sent."""
-    return RoomOut.of(voice(services).rooms.update(str(room_id), volume=body.volume, muted=body.muted,
+    return RoomOut.of(voice.rooms.update(str(room_id), volume=body.volume, muted=body.muted,
                                                    owner=principal.owner_filter()))
 
 
 @router.delete("/rooms/{room_id}", status_code=204, response_class=Response,
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def delete_room(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
+def delete_room(room_id: UUID, principal: CurrentPrincipal, voice: Voice) -> Response:
     """Delete the room; its active session, if any, ends. Another user's room is 404."""
-    voice(services).delete_room(str(room_id), principal.owner_filter())
+    voice.delete_room(str(room_id), principal.owner_filter())
     return Response(status_code=204)
 
 
 @router.get("/rooms/{room_id}/session", response_model=SessionOut,
             responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def get_room_session(room_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> SessionOut:
+def get_room_session(room_id: UUID, principal: CurrentPrincipal, voice: Voice) -> SessionOut:
     """The room's active session: `state` is `listening`, `processing`, `responding` or
     `follow_up`. 404 `NOT_FOUND` when the room does not exist, belongs to another user or has no
     active session (a session whose follow-up window or maximum duration has passed is ended, hence
     not active)."""
-    service = voice(services)
-    service.rooms.get(str(room_id), principal.owner_filter())
-    session = service.sessions.get_active_session(str(room_id))
+    voice.rooms.get(str(room_id), principal.owner_filter())
+    session = voice.sessions.get_active_session(str(room_id))
     if session is None:
         raise NotFoundError(f"room {room_id} has no active voice session")
     return SessionOut.of(session)
@@ -127,11 +122,13 @@ ENROLL_BODY = {"requestBody": {"required": True, "content": {
     "audio/wav": _BINARY, "audio/flac": _BINARY, "application/octet-stream": _BINARY}}}
 
 
-def speakers(services: Services) -> SpeakerRegistry:
-    registry = voice(services).speakers
-    if registry is None:
+def speaker_registry(voice: Voice) -> SpeakerRegistry:
+    if voice.speakers is None:
         raise ServiceUnavailableError("speaker identification is not configured")
-    return registry
+    return voice.speakers
+
+
+Speakers = Annotated[SpeakerRegistry, Depends(speaker_registry)]
 
 
 def speaker_out(registry: SpeakerRegistry, profile: SpeakerProfile) -> SpeakerOut:
@@ -140,10 +137,9 @@ def speaker_out(registry: SpeakerRegistry, profile: SpeakerProfile) -> SpeakerOu
 
 @router.get("/speakers", response_model=SpeakerList, summary="List speaker profiles",
             responses=error_responses(*AUTH_ERRORS, 503))
-def list_speakers(principal: CurrentPrincipal, services: ServicesDep) -> SpeakerList:
+def list_speakers(principal: CurrentPrincipal, registry: Speakers) -> SpeakerList:
     """The calling key's user's speaker profiles, oldest first. `reliable` (an addition to the spec's
     shape) is true once a profile has `[voice.speaker_id] min_enrollment_samples` (3) samples."""
-    registry = speakers(services)
     profiles = registry.list(str(principal.user_id))
     return SpeakerList(speakers=[speaker_out(registry, p) for p in profiles], total=len(profiles))
 
@@ -160,7 +156,7 @@ async def enroll_speaker(
     request: Request,
     response: Response,
     principal: CurrentPrincipal,
-    services: ServicesDep,
+    registry: Speakers,
     name: Annotated[str, Query(min_length=1, max_length=MAX_NAME_CHARS,
                                description=f"The profile's name: 1..{MAX_NAME_CHARS} characters, one line; "
                                            "unique per user ignoring case.")],
@@ -176,7 +172,6 @@ async def enroll_speaker(
     profile `reliable`. An empty, unreadable, silent, too short or too long sample, or a name that is
     empty or not one line, is 422 with `details.fields`. 503 while voice is disabled or when the
     speaker engine cannot be loaded or fails. The embedding is stored sealed (biometric data)."""
-    registry = speakers(services)
     body = await request.body()
     if len(body) > MAX_SAMPLE_BYTES:
         raise AssistantError(f"a voice sample is at most {MAX_SAMPLE_BYTES} bytes; got {len(body)}",
@@ -193,8 +188,8 @@ async def enroll_speaker(
 
 @router.delete("/speakers/{speaker_id}", status_code=204, response_class=Response, summary="Delete a speaker",
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
-def delete_speaker(speaker_id: UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
+def delete_speaker(speaker_id: UUID, principal: CurrentPrincipal, registry: Speakers) -> Response:
     """Delete the profile and every voice embedding of it. 404 when it does not exist or belongs to
     another user."""
-    speakers(services).delete(str(speaker_id), str(principal.user_id))
+    registry.delete(str(speaker_id), str(principal.user_id))
     return Response(status_code=204)

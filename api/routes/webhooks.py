@@ -105,7 +105,8 @@ async def receive(platform: str, request: Request, services: ServicesDep) -> Web
     app secret is configured while signatures are required, every delivery is refused with 503. With
     `signature_required = false` the header is not checked.
 
-    **Payload**: read by shape whatever `object` says. WhatsApp Cloud style (as in the example):
+    **Payload**: JSON (read as such whatever the Content-Type header says), read by shape whatever
+    `object` says. WhatsApp Cloud style (as in the example):
     `entry[].changes[].value.messages[]` with `from`, `id`, `type`, `text.body`, and the receiving
     business number in `value.metadata.phone_number_id`. Messenger style: `entry[].messaging[]` with
     `sender.id` and `message.{mid, text}`. Entries without messages (status updates, read receipts,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -14,7 +14,9 @@ from assistant.agents.profiles import (
     MAX_TOKENS_LIMIT,
     MAX_TONE_CHARS,
     NAME_MAX,
+    NAME_RE,
     NAME_RULE,
+    SKILL_RE,
     SKILL_RULE,
     AgentProfile,
     InferenceOverrides,
@@ -22,6 +24,12 @@ from assistant.agents.profiles import (
     Style,
 )
 
+# The validators in assistant.agents.profiles give the messages; the schema states the same rules.
+NAME_SCHEMA = {"pattern": f"^{NAME_RE.pattern}$"}
+Skill = Annotated[str, Field(json_schema_extra={"pattern": f"^{SKILL_RE.pattern}$"})]
+# The validators in assistant.agents.profiles give the messages; the schema states the same rules.
+NAME_SCHEMA = {"pattern": f"^{NAME_RE.pattern}$"}
+Skill = Annotated[str, Field(json_schema_extra={"pattern": f"^{SKILL_RE.pattern}$"})]
 VerbosityValue = Literal["terse", "normal", "verbose"]
 DepthValue = Literal["standard", "deep"]
 AutonomyValue = Literal["low", "medium", "high"]
@@ -56,10 +64,10 @@ class InferenceOverridesIn(BaseModel):
 class AgentProfileCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=NAME_MAX, description=NAME_DOC)
+    name: str = Field(min_length=1, max_length=NAME_MAX, description=NAME_DOC, json_schema_extra=NAME_SCHEMA)
     role: str = Field("", max_length=MAX_ROLE_CHARS, description="What the agent does.")
     emoji: str = Field("", max_length=MAX_EMOJI_CHARS)
-    skills: list[str] = Field(default_factory=list, max_length=MAX_SKILLS, description=SKILLS_DOC)
+    skills: list[Skill] = Field(default_factory=list, max_length=MAX_SKILLS, description=SKILLS_DOC)
     style: StyleIn = Field(default_factory=StyleIn)
     system_prompt_template: str = Field("", max_length=MAX_TEMPLATE_CHARS, description=TEMPLATE_DOC)
     inference_overrides: InferenceOverridesIn = Field(default_factory=InferenceOverridesIn)
@@ -94,10 +102,11 @@ class AgentProfileUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=NAME_MAX, description=NAME_DOC)
+    name: str | None = Field(None, min_length=1, max_length=NAME_MAX, description=NAME_DOC,
+                             json_schema_extra=NAME_SCHEMA)
     role: str | None = Field(None, max_length=MAX_ROLE_CHARS)
     emoji: str | None = Field(None, max_length=MAX_EMOJI_CHARS)
-    skills: list[str] | None = Field(None, max_length=MAX_SKILLS, description=SKILLS_DOC)
+    skills: list[Skill] | None = Field(None, max_length=MAX_SKILLS, description=SKILLS_DOC)
     style: StylePatch | None = None
     system_prompt_template: str | None = Field(None, max_length=MAX_TEMPLATE_CHARS, description=TEMPLATE_DOC)
     inference_overrides: InferenceOverridesIn | None = Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.common import NOT_BLANK
 from assistant.agents.task_store import AgenticTask, SubAgent
 from assistant.agents.tasks import MAX_DESCRIPTION_CHARS
 
@@ -15,7 +16,8 @@ class TaskCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS,
-                             description="What to do (1 to 10,000 characters; sealed at rest).")
+                             description="What to do (1 to 10,000 characters, not blank; sealed at rest).",
+                             json_schema_extra={"pattern": NOT_BLANK})
     require_approval: bool = Field(False, description="Hold the plan in `awaiting_approval` until "
                                                       "`POST /v1/agentic/tasks/{task_id}/approve`.")
 

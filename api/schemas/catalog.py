@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,13 +18,22 @@ from assistant.catalog import (
     RiskLevel,
     TargetOs,
 )
-from assistant.catalog.approvals import MAX_REASON_CHARS, ApprovalStatus
+from assistant.catalog.approvals import MAX_REASON_CHARS, ApprovalKind, ApprovalStatus
 from assistant.catalog.store import MAX_COMMAND_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
 from assistant.catalog.values import allowed
 
 CATEGORIES = allowed(Category)
 RISK_LEVELS = allowed(RiskLevel)
 OSES = allowed(TargetOs)
+
+
+def values(enum: type[StrEnum]) -> dict[str, Any]:
+    """The JSON Schema ``enum`` of a value set (the validators below keep the precise message)."""
+    return {"enum": [v.value for v in enum]}
+
+
+# Not blank and no NUL character, as the validators check (ECMA-262 regex; \S is any non-space).
+SHELL_TEXT = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 
 def _one_of(enum: type, value: str) -> str:
@@ -36,13 +46,16 @@ class CatalogCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=MAX_NAME_CHARS,
-                      description=f"Unique regardless of case; at most {MAX_NAME_CHARS} characters.")
+                      description=f"Unique regardless of case; at most {MAX_NAME_CHARS} characters; not blank.",
+                      json_schema_extra={"pattern": SHELL_TEXT})
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
-    command: str = Field(max_length=MAX_COMMAND_CHARS,
-                         description="Shell command text: run by /bin/sh -c (cmd.exe /c on Windows).")
-    category: str = Field(description=f"One of {CATEGORIES}.")
-    risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.")
-    os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.")
+    command: str = Field(max_length=MAX_COMMAND_CHARS, json_schema_extra={"pattern": SHELL_TEXT},
+                         description="Shell command text: run by /bin/sh -c (cmd.exe /c on Windows); not blank.")
+    category: str = Field(description=f"One of {CATEGORIES}.", json_schema_extra=values(Category))
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}. high and critical always require approval.",
+                            json_schema_extra=values(RiskLevel))
+    os: str = Field(description=f"One of {OSES}; `any` for a command that runs on every OS.",
+                    json_schema_extra=values(TargetOs))
     requires_approval: bool = Field(False, description="Forced to true for risk_level high and critical.")
     network: bool = Field(False, description="Whether the command may use the network. Commands run in a sandbox "
                                              "without network access unless this is true.")
@@ -77,9 +90,9 @@ class CatalogCommand(BaseModel):
     name: str
     description: str
     command: str
-    category: str = Field(description=f"One of {CATEGORIES}.")
-    risk_level: str = Field(description=f"One of {RISK_LEVELS}.")
-    os: str = Field(description=f"One of {OSES}.")
+    category: str = Field(description=f"One of {CATEGORIES}.", json_schema_extra=values(Category))
+    risk_level: str = Field(description=f"One of {RISK_LEVELS}.", json_schema_extra=values(RiskLevel))
+    os: str = Field(description=f"One of {OSES}.", json_schema_extra=values(TargetOs))
     requires_approval: bool = Field(description="True makes execution create an approval request instead of "
                                                 "running; always true for risk high and critical.")
     network: bool = Field(description="Whether the command may use the network in its sandbox.")
@@ -124,8 +137,10 @@ class ExecutionOut(BaseModel):
 class ApprovalOut(BaseModel):
     id: str
     kind: str = Field(description="`command` (a catalog entry's command) or `tool_call` (a call of the chat's "
-                                  "tool-calling loop, for a tool in tool_calling.require_approval_for).")
-    status: str = Field(description="pending, approved (approved and running), denied or executed.")
+                                  "tool-calling loop, for a tool in tool_calling.require_approval_for).",
+                      json_schema_extra=values(ApprovalKind))
+    status: str = Field(description="pending, approved (approved and running), denied or executed.",
+                        json_schema_extra=values(ApprovalStatus))
     requested_by: str | None = Field(description="The user who asked (the executing key's or the chat's user); "
                                                  "the request is theirs.")
     requested_at: str
@@ -166,7 +181,7 @@ class Decision(BaseModel):
 
 class AuditEventOut(BaseModel):
     id: str
-    action: str = Field(description=f"One of {allowed(AuditAction)}.")
+    action: str = Field(description=f"One of {allowed(AuditAction)}.", json_schema_extra=values(AuditAction))
     catalog_id: str | None
     approval_id: str | None
     execution_id: str | None

@@ -4,15 +4,18 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.common import NOT_BLANK
 from api.schemas.tools import ToolRun
 
 MAX_MESSAGE_CHARS = 32_000
+MAX_TOKENS = 131_072  # the largest context length the settings allow
 
 
 class ChatRequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message (1 to 32,000 characters).")
+    message: str = Field(max_length=MAX_MESSAGE_CHARS, json_schema_extra={"pattern": NOT_BLANK},
+                         description="The user's message (1 to 32,000 characters, not blank).")
     conversation_id: UUID | None = Field(None, description="Continue this conversation (404 if unknown).")
     mentioned_profile_ids: list[str] | None = Field(None, description="Agent profile ids mentioned with @.")
     enabled_tools: list[str] | None = Field(
@@ -21,7 +24,8 @@ class ChatRequestBody(BaseModel):
     system_prompt: str | None = Field(None, max_length=MAX_MESSAGE_CHARS, description="Overrides the system prompt.")
     model: str | None = Field(None, min_length=1, description="Overrides the default model (see /v1/system/models).")
     temperature: float | None = Field(None, ge=0.0, le=2.0, description="Sampling temperature, 0.0 to 2.0.")
-    max_tokens: int | None = Field(None, ge=1, description="Maximum response tokens (up to the context length).")
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS,
+                                   description="Maximum response tokens (up to the context length).")
 
     @field_validator("message")
     @classmethod

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.common import NOT_BLANK
 from assistant.commands.parser import MAX_INPUT_CHARS, CommandType
 from assistant.commands.service import COMMANDS, CommandResult, Status
 
@@ -43,7 +44,8 @@ class ParseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS,
-                       description=f"A sentence, 1 to {MAX_INPUT_CHARS:,} characters.",
+                       description=f"A sentence, 1 to {MAX_INPUT_CHARS:,} characters, not blank.",
+                       json_schema_extra={"pattern": NOT_BLANK},
                        examples=["add meeting with Bob tomorrow at 3pm for an hour"])
 
     @field_validator("input")
@@ -64,8 +66,9 @@ class ParsedCommandOut(BaseModel):
     parsed: bool = Field(description="False when nothing was understood (`command.type` is then `unknown`).")
     command: ParsedCommandBody
     confidence: float = Field(ge=0.0, le=1.0, description="0.95 for a quick pattern, 0.6 for a pattern missing a "
-                                                          "part, the model's estimate clipped to 0..0.9, 0 when "
-                                                          "not understood.")
+                                                          "part; for the model, its estimate clipped to 0..0.9 "
+                                                          "times the share of its answer the sentence contains; "
+                                                          "0 when not understood.")
     requires_approval: bool = Field(description="True for types that change something: `calendar_event`, "
                                                 "`reminder`, `task`, `send_email`.")
     source: Literal["pattern", "model"] | None = Field(

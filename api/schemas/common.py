@@ -4,6 +4,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+NOT_BLANK = r"\S"
+"""A JSON Schema ``pattern`` (unanchored: matched anywhere) stating what a "must not be blank" validator checks."""
+_CONTROL = "\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
+ONE_LINE = f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$"
+"""One line, not blank, without control characters (room names, snippet titles); ECMA-262 syntax."""
+
 
 class FieldError(BaseModel):
     field: str

@@ -2,18 +2,30 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.common import NOT_BLANK
 from assistant.memory.store import MAX_CONTENT_CHARS, MAX_TAGS
 from assistant.memory.types import CREATABLE, Memory
 
 REQUEST_TYPES = [t.request_value for t in CREATABLE]
+STORED_TYPES = [t.value for t in CREATABLE]
+# Case-insensitive: "context", "Context", "CONTEXT", "tool_result", "ToolResult" (a JSON Schema pattern, since
+# an enum cannot say "ignoring case"; (?i) is not ECMA-262, so each letter is a class).
+TYPE_PATTERN = "^(?:" + "|".join(
+    "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in name)
+    for name in sorted({*REQUEST_TYPES, *(t.replace("_", "") for t in REQUEST_TYPES)})
+) + ")$"
 
 
 class MemoryCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(max_length=MAX_CONTENT_CHARS, description="The memory's text (sealed at rest).")
+    content: str = Field(max_length=MAX_CONTENT_CHARS, description="The memory's text (sealed at rest); not blank.",
+                         json_schema_extra={"pattern": NOT_BLANK})
     summary: str = Field(max_length=MAX_CONTENT_CHARS, description="A short summary (sealed at rest).")
-    memory_type: str = Field("context", description=f"One of {', '.join(REQUEST_TYPES)}.")
+    memory_type: str = Field(
+        "context", description=f"One of {', '.join(REQUEST_TYPES)}, ignoring case; the stored (response) form "
+                               f"is accepted too ({', '.join(STORED_TYPES)}). Responses use the stored form.",
+        json_schema_extra={"pattern": TYPE_PATTERN})
     importance: float = Field(0.5, ge=0.0, le=1.0, description="0.0 to 1.0.")
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
 
@@ -27,9 +39,11 @@ class MemoryCreate(BaseModel):
     @field_validator("memory_type")
     @classmethod
     def _type(cls, value: str) -> str:
-        if value not in REQUEST_TYPES:
-            raise ValueError(f"must be one of {', '.join(REQUEST_TYPES)}")
-        return value
+        folded = value.lower()
+        for request, stored in zip(REQUEST_TYPES, STORED_TYPES, strict=True):
+            if folded in (request, stored.lower()):
+                return request
+        raise ValueError(f"must be one of {', '.join(REQUEST_TYPES)} (ignoring case)")
 
 
 class MemoryOut(BaseModel):

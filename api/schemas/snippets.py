@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.common import ONE_LINE
 from assistant.snippets import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, ResolvedSnippet, Snippet
 
 TITLE = (f"1 to {MAX_TITLE_CHARS} characters after trimming (stored trimmed), one line; unique per user ignoring "
@@ -17,7 +18,7 @@ CONTENT = f"Markdown, at most {MAX_CONTENT_CHARS:,} characters. May reference ot
 class SnippetCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(description=TITLE, json_schema_extra={"maxLength": MAX_TITLE_CHARS})
+    title: str = Field(description=TITLE, json_schema_extra={"maxLength": MAX_TITLE_CHARS, "pattern": ONE_LINE})
     content: str = Field("", description=CONTENT + " Default empty.",
                          json_schema_extra={"maxLength": MAX_CONTENT_CHARS})
 
@@ -27,7 +28,8 @@ class SnippetUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(None, description=TITLE, json_schema_extra={"maxLength": MAX_TITLE_CHARS})
+    title: str | None = Field(None, description=TITLE,
+                              json_schema_extra={"maxLength": MAX_TITLE_CHARS, "pattern": ONE_LINE})
     content: str | None = Field(None, description=CONTENT, json_schema_extra={"maxLength": MAX_CONTENT_CHARS})
 
     @field_validator("title", "content", mode="before")

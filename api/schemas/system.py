@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Literal
+
+from pydantic import BaseModel, Field
 
 
 class InferenceReadiness(BaseModel):
@@ -18,6 +20,10 @@ class Readiness(BaseModel):
 class ServiceState(BaseModel):
     healthy: bool
     latency_ms: int | None = None
+    configured: bool = Field(True, description="false: the service is not set up here (healthy is then false)")
+    circuit: Literal["closed", "open", "half_open"] | None = Field(
+        None, description="The backend's circuit breaker (null for services without one): `open` means calls "
+        "are refused at once with 503 after repeated failures, `half_open` that one trial call is let through")
 
 
 class LatencyPercentiles(BaseModel):

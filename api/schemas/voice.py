@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.common import ONE_LINE
 from assistant.clock import iso
 from assistant.voice.rooms import MAX_NAME_CHARS, Room
 from assistant.voice.service import VoiceStatus
@@ -14,7 +15,7 @@ class RoomCreate(BaseModel):
 
     name: str = Field(description=f"1..{MAX_NAME_CHARS} characters, one line (trimmed); unique among the "
                                   "caller's rooms, ignoring case.",
-                      json_schema_extra={"maxLength": MAX_NAME_CHARS})
+                      json_schema_extra={"maxLength": MAX_NAME_CHARS, "pattern": ONE_LINE})
 
 
 class RoomUpdate(BaseModel):

@@ -4,8 +4,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import ErrorEnvelope
-
 
 class WebhookAccepted(BaseModel):
     status: Literal["accepted"] = Field(description="Always `accepted`: the delivery was authenticated and read.")
@@ -72,5 +70,10 @@ PAYLOAD_EXAMPLE = {
 
 
 def webhook_errors(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the webhook's error statuses, described for the webhook (not API keys)."""
-    return {status: {"model": ErrorEnvelope, "description": described[status]} for status in sorted(described)}
+    """OpenAPI entries for the webhook's error statuses, described for the webhook (not API keys).
+
+    Errors are the JSON envelope even on the verification GET, whose success is ``text/plain``: the
+    media type is stated here, since FastAPI would document a ``model`` under the route's own."""
+    envelope = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+    return {status: {"description": described[status], "content": envelope} for status in sorted(described)}
+

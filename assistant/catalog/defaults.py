@@ -1,7 +1,9 @@
 """The default catalog: useful, real, read-mostly commands per OS, created once on first start.
 
-Windows commands run under ``cmd.exe`` (the shell of :class:`subprocess.Popen` there), so
-PowerShell ones are wrapped in ``powershell -NoProfile -Command``. Entries of risk ``high``
+On Linux every entry runs in the catalog's sandbox (assistant/tools/shell_sandbox.py); the ones
+that must see the host's network (interfaces, sockets) or talk to systemd over the system D-Bus
+say ``network=True``. Windows commands run under ``cmd.exe`` (the shell of
+:class:`subprocess.Popen` there), so PowerShell ones are wrapped in ``powershell -NoProfile -Command``. Entries of risk ``high``
 always need approval (see :class:`~assistant.catalog.values.RiskLevel`).
 """
 
@@ -44,13 +46,14 @@ DEFAULT_ENTRIES: tuple[EntrySpec, ...] = (
     EntrySpec("Memory usage (Linux)", "Used, free and available memory and swap.", "free -h",
               C.MEMORY, R.LOW, O.LINUX),
     EntrySpec("Network interfaces (Linux)", "Every network interface with its state and addresses.",
-              "ip -brief address", C.NETWORK, R.LOW, O.LINUX),
+              "ip -brief address", C.NETWORK, R.LOW, O.LINUX, network=True),
     EntrySpec("Listening ports (Linux)", "TCP and UDP sockets listening for connections.", "ss -tuln",
-              C.NETWORK, R.LOW, O.LINUX),
+              C.NETWORK, R.LOW, O.LINUX, network=True),
     EntrySpec("Failed services (Linux)", "systemd units that failed.", "systemctl --failed --no-pager",
-              C.SERVICE, R.LOW, O.LINUX),
+              C.SERVICE, R.LOW, O.LINUX, network=True),
     EntrySpec("Running services (Linux)", "systemd services that are running.",
-              "systemctl list-units --type=service --state=running --no-pager", C.SERVICE, R.LOW, O.LINUX),
+              "systemctl list-units --type=service --state=running --no-pager", C.SERVICE, R.LOW, O.LINUX,
+              network=True),
     EntrySpec("Top processes by CPU (Linux)", "The 15 processes using the most CPU, with their command lines.",
               "ps aux --sort=-%cpu | head -n 16", C.PROCESS, R.MEDIUM, O.LINUX),
     EntrySpec("Kernel version (Linux)", "Kernel name, release, version and machine.", "uname -a",
@@ -62,7 +65,7 @@ DEFAULT_ENTRIES: tuple[EntrySpec, ...] = (
     EntrySpec("Recent logins (Linux)", "The last 10 logins (users, terminals, origins).", "last -n 10",
               C.SECURITY, R.MEDIUM, O.LINUX),
     EntrySpec("Flush DNS cache (Linux)", "Empty the systemd-resolved DNS cache (changes system state).",
-              "resolvectl flush-caches", C.NETWORK, R.HIGH, O.LINUX, requires_approval=True),
+              "resolvectl flush-caches", C.NETWORK, R.HIGH, O.LINUX, requires_approval=True, network=True),
     # --- macOS -----------------------------------------------------------------------------------
     EntrySpec("Disk usage (macOS)", "Used and free space of every mounted volume.", "df -h",
               C.DISK, R.LOW, O.MACOS),

@@ -1,13 +1,26 @@
-"""Running one shell command with a timeout and an output cap.
+"""Running one catalog command: in the bubblewrap sandbox on Linux, in the host shell on Windows.
 
-:class:`CommandRunner` is the contract (unit tests use a fake); :class:`SubprocessRunner` runs the
-command through the platform shell (``/bin/sh -c`` on Unix, ``cmd.exe /c`` on Windows) in a new
-process group (session), so a timeout kills the whole group: the shell and everything it started.
+:class:`CommandRunner` is the contract (unit tests use a fake). :func:`create_runner` picks the
+implementation for the platform:
 
-Each of stdout and stderr keeps its first ``max_output_bytes``; the rest is read and dropped (the
-command is never blocked on a full pipe) and ``truncated`` says so. When the shell has exited,
-background children still holding its output open get a short grace and are then killed with the
-group: the catalog runs commands, not daemons.
+- Linux (and any POSIX system): :class:`SandboxedRunner` runs ``/bin/sh`` on the command inside
+  :class:`~assistant.tools.shell_sandbox.ShellSandbox`: a spare unprivileged uid, read-only
+  ``/usr``, ``/etc`` (minus its secrets) and ``/sys``, ``/proc`` of the sandbox's own pid
+  namespace, a private tmpfs as working directory and ``HOME``; the data directory, the key file,
+  the config file and the real home are not mounted at all (:func:`secret_paths`). No network
+  unless the entry says ``network = true``; CPU, memory, process, wall-clock and output limits
+  from ``[commands]``. Where no sandbox can be set up (bwrap missing) nothing runs: the run raises
+  :class:`~assistant.errors.ServiceUnavailableError` (503), never falling back to the host shell.
+- Windows (``os.name == "nt"``): :class:`SubprocessRunner`, **unsandboxed**: the command runs as
+  the service's user through ``cmd.exe /c`` with only the timeout and the output cap. Only admins
+  can create entries; treat every entry as code run with the service's rights.
+
+:class:`SubprocessRunner` runs the command in a new process group (session), so a timeout kills
+the whole group: the shell and everything it started. Each of stdout and stderr keeps its first
+``max_output_bytes``; the rest is read and dropped (the command is never blocked on a full pipe)
+and ``truncated`` says so. When the shell has exited, background children still holding its output
+open get a short grace and are then killed with the group: the catalog runs commands, not daemons.
+The sandbox behaves the same way (the whole sandbox dies with the shell).
 """
 
 from __future__ import annotations
@@ -18,9 +31,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import IO, Protocol
+
+from assistant.config import CommandsSettings, Settings
+from assistant.errors import ServiceUnavailableError
+from assistant.tools.sandbox import RunResult, RunStatus, SandboxError, SandboxLimits, SandboxUnavailable
+from assistant.tools.shell_sandbox import ShellSandbox
 
 DRAIN_GRACE_SECS = 1.0
 CHUNK_BYTES = 65_536
@@ -52,8 +72,8 @@ class RunOutcome:
 
 class CommandRunner(Protocol):
     def run(self, command: str, *, timeout_secs: float, max_output_bytes: int, network: bool = False) -> RunOutcome:
-        """Run ``command`` in a shell (with network access when ``network``); never raises for a
-        failing command."""
+        """Run ``command`` in a shell (with the network when ``network``); never raises for a
+        failing command. ServiceUnavailableError: nothing can run here (no sandbox)."""
         ...
 
 
@@ -86,7 +106,8 @@ class _Capture:
 
 
 class SubprocessRunner:
-    """Runs commands through the platform shell; see the module docstring."""
+    """Runs commands through the platform shell, unsandboxed (Windows); see the module docstring.
+    ``network`` is accepted and has no effect: the host's network is always there."""
 
     def __init__(self, cwd: str | None = None):
         self.cwd = cwd
@@ -111,6 +132,79 @@ class SubprocessRunner:
         _finish(proc, (out, err))
         return RunOutcome(None if timed_out else proc.returncode, out.text(), err.text(), duration, timed_out,
                           out.truncated or err.truncated)
+
+
+class SandboxedRunner:
+    """Runs commands in a :class:`ShellSandbox`, checked (a probe run) before the first command;
+    an unusable sandbox is a ServiceUnavailableError for every run until a check passes."""
+
+    def __init__(self, sandbox: ShellSandbox):
+        self.sandbox = sandbox
+        self._checked = False
+        self._lock = threading.Lock()
+
+    def ready(self) -> None:
+        """ServiceUnavailableError unless the sandbox works here."""
+        with self._lock:
+            if self._checked:
+                return
+            try:
+                self.sandbox.check()
+            except SandboxUnavailable as exc:
+                raise _unavailable(str(exc)) from None
+            self._checked = True
+
+    def run(self, command: str, *, timeout_secs: float, max_output_bytes: int, network: bool = False) -> RunOutcome:
+        self.ready()
+        limits = replace(self.sandbox.limits, wall_time_secs=timeout_secs, max_output_bytes=max_output_bytes)
+        try:
+            result = self.sandbox.run(command, limits=limits, network=network)
+        except SandboxError as exc:
+            raise _unavailable(str(exc)) from None
+        return outcome_of(result)
+
+
+def outcome_of(result: RunResult) -> RunOutcome:
+    """A sandbox run as an execution: a limit that stopped it is named on stderr's last line."""
+    stderr = result.stderr
+    if result.status not in (RunStatus.OK, RunStatus.ERROR, RunStatus.TIMEOUT):
+        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + f"[sandbox] {result.message}\n"
+    return RunOutcome(result.exit_code, result.stdout, stderr, result.duration_ms,
+                      result.status is RunStatus.TIMEOUT, result.truncated)
+
+
+def _unavailable(reason: str) -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        f"catalog commands cannot run on this server: no sandbox ({reason}); they never run unsandboxed",
+        {"reason": reason})
+
+
+def sandbox_limits(settings: CommandsSettings) -> SandboxLimits:
+    return SandboxLimits(settings.cpu_time_secs, settings.execution_timeout_secs, settings.memory_mb,
+                         settings.max_output_bytes, settings.max_processes)
+
+
+def secret_paths(settings: Settings, config_file: Path | str | None = None) -> tuple[Path, ...]:
+    """What catalog commands must never see: the data directory, the memory key file, the
+    service user's home (unless it is /) and the config file (:func:`create_runner` adds
+    ``commands.hidden_paths``)."""
+    key = settings.memory.encryption_key_path.expanduser()
+    paths = [settings.data_dir.expanduser(), key if key.is_absolute() else settings.data_dir / key]
+    home = Path.home()
+    if home != Path("/"):
+        paths.append(home)
+    if config_file is not None:
+        paths.append(Path(config_file).expanduser())
+    return tuple(paths)
+
+
+def create_runner(settings: CommandsSettings, hidden: Iterable[Path] = (), *,
+                  platform: str = os.name) -> CommandRunner:
+    """The platform's runner: the sandbox, or on Windows the host shell (see the module docstring)."""
+    if platform == "nt":
+        return SubprocessRunner()
+    extra = (p.expanduser() for p in settings.hidden_paths)
+    return SandboxedRunner(ShellSandbox(sandbox_limits(settings), hidden=(*hidden, *extra)))
 
 
 def _finish(proc: subprocess.Popen, captures: tuple[_Capture, ...]) -> None:

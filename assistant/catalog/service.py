@@ -17,12 +17,12 @@ from assistant.catalog.approvals import Approval, ApprovalKind, ApprovalStatus, 
 from assistant.catalog.audit import AuditAction, AuditLog
 from assistant.catalog.defaults import EntrySpec
 from assistant.catalog.executions import Execution, ExecutionStore
-from assistant.catalog.executor import CommandRunner, RunOutcome, SubprocessRunner
+from assistant.catalog.executor import CommandRunner, RunOutcome, create_runner
 from assistant.catalog.store import CatalogEntry, CatalogStore
 from assistant.catalog.values import TargetOs, current_os
 from assistant.config import CommandsSettings
 from assistant.crypto import Sealer
-from assistant.errors import ConflictError, NotFoundError
+from assistant.errors import ConflictError, NotFoundError, ServiceUnavailableError
 from assistant.storage.db import Database
 
 DELETED_REASON = "the catalog entry was deleted"
@@ -44,7 +44,7 @@ class CommandCatalog:
         self.executions = ExecutionStore(db, sealer)
         self.approvals = ApprovalStore(db, sealer)
         self.audit = AuditLog(db, sealer)
-        self.runner = runner or SubprocessRunner()
+        self.runner = runner or create_runner(self.settings)
         self.server_os = server_os or current_os()
 
     # --- entries ---------------------------------------------------------------------------------
@@ -139,6 +139,8 @@ class CommandCatalog:
         try:
             outcome = self.runner.run(command, timeout_secs=self.settings.execution_timeout_secs,
                                       max_output_bytes=self.settings.max_output_bytes, network=network)
+        except ServiceUnavailableError:
+            raise  # no sandbox here: nothing ran, nothing is recorded (503)
         except Exception as exc:  # noqa: BLE001 - a runner must not raise; if one does, the run is recorded as failed
             outcome = RunOutcome(None, "", f"the command could not run: {exc}", 0)
         execution = self.executions.record(catalog_id, command, user_id, outcome, approval_id)
@@ -151,9 +153,10 @@ class CommandCatalog:
         return execution
 
 
-def build_catalog(db: Database, sealer: Sealer, settings: CommandsSettings) -> CommandCatalog:
+def build_catalog(db: Database, sealer: Sealer, settings: CommandsSettings,
+                  runner: CommandRunner | None = None) -> CommandCatalog:
     """The server's catalog; the defaults are created on first start when ``seed_defaults``."""
-    catalog = CommandCatalog(db, sealer, settings)
+    catalog = CommandCatalog(db, sealer, settings, runner=runner)
     if settings.seed_defaults:
         catalog.seed_defaults()
     return catalog

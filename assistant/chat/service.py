@@ -26,6 +26,7 @@ one :class:`ProfileApplication` that validation, the prompt, the options and the
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
 from assistant.chat.tool_runs import ToolRun, ToolRunStore
 from assistant.config import InferenceSettings, MemorySettings, ToolCallingSettings
 from assistant.errors import ServiceUnavailableError, ValidationFailed
+from assistant.guarded import EmbedderUnavailable
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage
 from assistant.llm.queue import InferenceQueue
 from assistant.memory.store import MemoryStore
@@ -47,6 +49,8 @@ from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
 from assistant.tools.catalog import Toolbox
 from assistant.tools.selection import ToolSelector
+
+log = logging.getLogger("assistant.chat")
 
 
 @dataclass(frozen=True)
@@ -229,13 +233,19 @@ class ChatService:
         memory_on = self.memory is not None and self.memory_settings.enabled
         query_vector = None
         context = ""
-        if memory_on and (self.memory_settings.enable_rag or self.memory_settings.enable_learning):
-            query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
-        if memory_on and self.memory_settings.enable_rag:
-            context, _ = await asyncio.to_thread(
-                self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
-            )
-        enabled = self.offered_tools(request, profiles.tools, query_vector)
+        try:
+            if memory_on and (self.memory_settings.enable_rag or self.memory_settings.enable_learning):
+                query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
+            if memory_on and self.memory_settings.enable_rag:
+                context, _ = await asyncio.to_thread(
+                    self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
+                )
+            enabled = self.offered_tools(request, profiles.tools, query_vector)
+        except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
+            log.warning("chat without memories: %s", exc.message)
+            memory_on, query_vector, context = False, None, ""
+            enabled = (request.enabled_tools or profiles.tools or tuple(self.tool_names)) \
+                if self.uses_tools(request) else None
         use_tools = enabled is not None
         messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles)
         options = self._options(request, profiles)
@@ -294,10 +304,13 @@ class ChatService:
         if loop_result is not None and loop_result.records and self.tool_runs is not None:
             runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, loop_result.records))
         if memory_on and self.memory_settings.enable_learning:
-            await asyncio.to_thread(
-                self.memory.learn, str(user_id), request.message, reply,
-                conversation_id=conversation_id, query_vector=query_vector,
-            )
+            try:
+                await asyncio.to_thread(
+                    self.memory.learn, str(user_id), request.message, reply,
+                    conversation_id=conversation_id, query_vector=query_vector,
+                )
+            except EmbedderUnavailable as exc:  # the exchange is stored; only the learning is skipped
+                log.warning("nothing learned from this exchange: %s", exc.message)
         yield DoneEvent(
             finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs
         )

@@ -21,8 +21,13 @@ words were read in, ``[calendar] timezone``, default UTC):
 
 ``requires_approval`` is true for the types that change something: calendar_event, reminder,
 task and send_email. Confidence: 0.95 for a pattern, 0.6 for a pattern missing a part (a reminder
-without a time), the model's own estimate clipped to 0..0.9 (0.5 when it gives none), 0 when
-nothing was understood. Relative dates follow :mod:`assistant.commands.when`.
+without a time), 0 when nothing was understood; for the model, its own estimate clipped to 0..0.9
+(0.5 when it gives none) times the answer's grounding in the sentence
+(:mod:`assistant.commands.grounding`): an answer none of whose words the sentence contains is not
+understood, whatever the model says. A sentence without a word of two letters ("0", digits,
+punctuation) is not understood without asking the model. The model's turn is bounded by
+``timeout_secs`` (``[commands] parse_timeout_secs``): past it, 503. Relative dates follow
+:mod:`assistant.commands.when`.
 
 The model is asked (:func:`assistant.commands.structured.ask_json`) for ``{what, when, type,
 confidence}``: the subject and the time words as the user said them, then the type. The parser,
@@ -32,63 +37,36 @@ is checked before a command is built from it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from enum import StrEnum
 from typing import Any
 
 from assistant.clock import iso, utcnow
+from assistant.commands.grounding import grounding, has_words
+from assistant.commands.parsed import (
+    CHANGING as CHANGING,  # re-exported: the parser's vocabulary
+)
+from assistant.commands.parsed import (
+    DEFAULT_EMAILS,
+    DEFAULT_EVENT_MINUTES,
+    INCOMPLETE_CONFIDENCE,
+    MAX_EMAILS,
+    MAX_INPUT_CHARS,
+    MODEL_DEFAULT_CONFIDENCE,
+    MODEL_MAX_CONFIDENCE,
+    PATTERN_CONFIDENCE,
+    CommandType,
+    ParsedCommand,
+)
 from assistant.commands.structured import ask_json
 from assistant.commands.when import NUMBER_WORDS, Moment, parse_moment, parse_period
-from assistant.errors import ValidationFailed
+from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.llm.base import ChatMessage
 from assistant.llm.queue import InferenceQueue
-
-MAX_INPUT_CHARS = 2000
-PATTERN_CONFIDENCE = 0.95
-INCOMPLETE_CONFIDENCE = 0.6
-MODEL_MAX_CONFIDENCE = 0.9
-MODEL_DEFAULT_CONFIDENCE = 0.5
-DEFAULT_EVENT_MINUTES = 60
-MAX_EMAILS = 50
-DEFAULT_EMAILS = 10
-
-
-class CommandType(StrEnum):
-    BRIEFING = "briefing"
-    WEATHER = "weather"
-    CALENDAR = "calendar"
-    EMAILS = "emails"
-    HELP = "help"
-    CALENDAR_EVENT = "calendar_event"
-    REMINDER = "reminder"
-    TASK = "task"
-    SEND_EMAIL = "send_email"
-    UNKNOWN = "unknown"
-
-
-CHANGING = frozenset({CommandType.CALENDAR_EVENT, CommandType.REMINDER, CommandType.TASK, CommandType.SEND_EMAIL})
-
-
-@dataclass(frozen=True)
-class ParsedCommand:
-    parsed: bool
-    command: dict[str, Any]
-    confidence: float
-    requires_approval: bool
-    source: str | None = None  # "pattern", "model", or None (nothing understood)
-
-    @classmethod
-    def of(cls, command: dict[str, Any], confidence: float, source: str) -> ParsedCommand:
-        return cls(True, command, round(confidence, 4), command["type"] in CHANGING, source)
-
-    @classmethod
-    def not_understood(cls, source: str | None = None) -> ParsedCommand:
-        return cls(False, {"type": CommandType.UNKNOWN.value}, 0.0, False, source)
-
 
 # --- the quick patterns ------------------------------------------------------------------------------
 
@@ -454,6 +432,18 @@ def model_confidence(data: dict[str, Any]) -> float:
     return min(max(float(value), 0.0), MODEL_MAX_CONFIDENCE)
 
 
+def read_model_answer(data: dict[str, Any] | None, said: str, now: datetime) -> ParsedCommand:
+    """The parse of ``said`` that the model's ``data`` describes: checked field by field, and its
+    confidence scaled by how much of it ``said`` supports (not understood when nothing does)."""
+    command = command_from_model(data, now)
+    if command is None or data is None:
+        return ParsedCommand.not_understood("model")
+    share = grounding(command["type"], _text(data, "what"), _text(data, "when"), said, command.get("to"))
+    if share <= 0:
+        return ParsedCommand.not_understood("model")
+    return ParsedCommand.of(command, model_confidence(data) * share, "model")
+
+
 # --- the parser ----------------------------------------------------------------------------------
 
 
@@ -466,6 +456,7 @@ class CommandParser:
     zone: tzinfo
     clock: Callable[[], datetime] = field(default=utcnow)
     max_tokens: int = 96  # the four fields take about 40 tokens
+    timeout_secs: float | None = 20.0  # the model's turn, queue wait included; None: unbounded
 
     def now(self) -> datetime:
         return self.clock().astimezone(self.zone)
@@ -482,9 +473,15 @@ class CommandParser:
         found = match_pattern(said, now)
         if found is not None:
             return found
-        if self.queue is None:
+        if self.queue is None or not has_words(said):
             return ParsedCommand.not_understood()
-        return await self.ask_model(said, now)
+        try:
+            async with asyncio.timeout(self.timeout_secs):
+                return await self.ask_model(said, now)
+        except TimeoutError:
+            raise ServiceUnavailableError(
+                f"the model did not parse the sentence within {self.timeout_secs:g} s "
+                "([commands] parse_timeout_secs)") from None
 
     async def ask_model(self, text: str, now: datetime) -> ParsedCommand:
         system = SYSTEM_PROMPT.format(tool=TOOL_NAME, now=now.strftime("%A %Y-%m-%d %H:%M"),
@@ -492,8 +489,5 @@ class CommandParser:
         messages = [ChatMessage("system", system), ChatMessage("user", text)]
         data = await ask_json(self.queue, messages, TOOL_NAME, TOOL_DESCRIPTION, MODEL_SCHEMA,
                               max_tokens=self.max_tokens)
-        command = command_from_model(data, now)
-        if command is None or data is None:
-            return ParsedCommand.not_understood("model")
-        return ParsedCommand.of(command, model_confidence(data), "model")
+        return read_model_answer(data, text, now)
 

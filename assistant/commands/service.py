@@ -237,7 +237,8 @@ class CommandService:
         """From Settings: the zone is ``[calendar] timezone``, the default place
         ``[commands] default_location``."""
         zone = configured_zone("calendar", settings.calendar.timezone)
-        return cls(toolbox, CommandParser(queue, zone, clock), zone, settings.commands.default_location, clock)
+        parser = CommandParser(queue, zone, clock, timeout_secs=settings.commands.parse_timeout_secs)
+        return cls(toolbox, parser, zone, settings.commands.default_location, clock)
 
     # --- capabilities ----------------------------------------------------------------------------
 

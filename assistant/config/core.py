@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal, get_args
 from uuid import UUID
@@ -19,6 +20,14 @@ class ServerSettings(Section):
     openapi_enabled: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     max_body_bytes: int = Field(1_048_576, ge=1024, le=104_857_600)
+    # /ready/all: probe results are reused for this long (for every client); each client IP may
+    # call it this many times per minute (its own limit, apart from security.rate_limit_rpm), 429 beyond.
+    readiness_cache_secs: float = Field(5.0, ge=0, le=3600)
+    readiness_rpm: int = Field(60, ge=1, le=1_000_000)
+    # circuit breakers (assistant/breaker.py): open after this many consecutive failures of a
+    # backend, try again (half-open) after the cool-down.
+    circuit_failure_threshold: int = Field(5, ge=1, le=1000)
+    circuit_reset_secs: float = Field(30.0, gt=0, le=3600)
 
     @property
     def resolved_data_dir(self) -> Path:
@@ -42,6 +51,20 @@ class SecuritySettings(Section):
     api_keys: dict[str, ConfiguredKey] = Field(default_factory=dict)
     rate_limit_enabled: bool = True
     rate_limit_rpm: int = Field(120, ge=1, le=1_000_000)
+    # Reverse proxies (IP addresses or CIDR networks) whose X-Forwarded-For / X-Forwarded-Proto the
+    # server believes. Empty (the default): proxy headers are ignored, the client IP (for the rate
+    # limit) is the TCP peer's, so a client cannot pick its own IP with a header.
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR network (e.g. 10.0.0.0/8)") from None
+        return [item.strip() for item in value]
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -135,12 +158,22 @@ class ToolCallingSettings(Section):
 
 
 class CommandsSettings(Section):
-    """The shell-command catalog: how an execution is bounded."""
+    """The shell-command catalog: how an execution is bounded. On Linux every command runs in the
+    bubblewrap sandbox (assistant/tools/shell_sandbox.py) under these limits; on Windows commands
+    run unsandboxed and only the wall clock and output cap apply."""
 
-    execution_timeout_secs: float = Field(30, gt=0, le=3600)
-    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)
+    execution_timeout_secs: float = Field(30, gt=0, le=3600)  # wall clock
+    max_output_bytes: int = Field(65_536, ge=256, le=10_485_760)  # per stream; the rest is dropped
+    cpu_time_secs: float = Field(10, gt=0, le=3600)  # RLIMIT_CPU of the command's processes
+    memory_mb: int = Field(512, ge=32, le=65_536)  # RLIMIT_AS per process; also the /work tmpfs size
+    max_processes: int = Field(64, ge=4, le=4096)  # RLIMIT_NPROC of the sandbox's user
+    # more paths the sandbox must hide (the data directory, the key file, the home directory and
+    # /etc/assistant always are): a config file under /etc, say
+    hidden_paths: list[Path] = Field(default_factory=list)
     seed_defaults: bool = True  # create the default entries on first start
     default_location: str | None = None  # the weather/briefing place when args.location is omitted
+    # POST /v1/commands/parse: the longest the model may take when no quick pattern matched (then 503).
+    parse_timeout_secs: float = Field(20, gt=0, le=600)
 
 
 class AgenticSettings(Section):

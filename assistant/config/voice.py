@@ -3,21 +3,42 @@
 from __future__ import annotations
 
 from datetime import time
+from pathlib import Path
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from assistant.config.base import Section
 
 
 class MqttSettings(Section):
+    """The broker. ``username``/``password``: the broker's password authentication. ``tls``: connect
+    over TLS, verifying the broker's certificate against ``ca_file`` (default: the system's CAs) and
+    its host name; ``cert_file``/``key_file``: a client certificate, for brokers that require one;
+    ``tls_insecure``: skip the host-name check (the chain is still verified) - for tests only."""
+
     host: str = "127.0.0.1"
-    port: int = Field(1883, ge=1, le=65535)
+    port: int = Field(1883, ge=1, le=65535)  # usually 8883 with tls
     topic_prefix: str = "assistant"
     username: str | None = None
     password: str | None = None
     keep_alive_secs: int = Field(30, ge=1)
     max_inflight: int = Field(100, ge=1)
+    tls: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    tls_insecure: bool = False
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> MqttSettings:
+        if not self.tls and any((self.ca_file, self.cert_file, self.key_file, self.tls_insecure)):
+            raise ValueError("ca_file, cert_file, key_file and tls_insecure need tls = true")
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("key_file needs cert_file (the client certificate it belongs to)")
+        if self.password is not None and self.username is None:
+            raise ValueError("password needs username")
+        return self
 
 
 class WakeWordSettings(Section):
@@ -26,6 +47,7 @@ class WakeWordSettings(Section):
 
     engine: str = "pyopen-wakeword"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8083
+    token: str | None = None  # remote engine: the companion service's shared token (sent as a Bearer token)
     words: list[str] = Field(default_factory=lambda: ["hey_jarvis"])
     sensitivity: float = Field(0.5, ge=0.0, le=1.0)
     timeout_ms: int = Field(2000, ge=1)
@@ -37,6 +59,7 @@ class SpeakerIdSettings(Section):
 
     engine: str = "d-vector"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8084
+    token: str | None = None  # remote engine: the companion service's shared token (sent as a Bearer token)
     embedding_dim: int = Field(256, ge=1)
     min_enrollment_samples: int = Field(3, ge=1)
     match_threshold: float = Field(0.75, ge=0.0, le=1.0)

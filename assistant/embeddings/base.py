@@ -1,6 +1,8 @@
 """The Embedder protocol and its registry.
 
 ``embed`` returns L2-normalised float32 rows, so a dot product is the cosine similarity.
+``hashing`` is a test double: it resolves only where ``ASSISTANT_TESTING`` is set
+(:mod:`assistant.testing.guard`), so a production config cannot select it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from assistant.config import MemorySettings
 from assistant.errors import ConfigError
+from assistant.testing.guard import require_testing
 
 
 @runtime_checkable
@@ -35,6 +38,7 @@ _BACKENDS: dict[str, str] = {
     "ollama": "assistant.embeddings.ollama:create",
     "hashing": "assistant.embeddings.hashing:create",
 }
+TEST_ONLY = frozenset({"hashing"})
 
 
 def register_embedder(backend_id: str, target: str) -> None:
@@ -48,6 +52,8 @@ def create_embedder(settings: MemorySettings, base_url: str | None = None) -> Em
         raise ConfigError(
             f"unknown embedding backend {settings.embedding_backend!r}; known: {', '.join(sorted(_BACKENDS))}"
         ) from None
+    if settings.embedding_backend in TEST_ONLY:
+        require_testing("embedding backend", settings.embedding_backend)
     module, _, name = target.partition(":")
     factory: Callable[..., Embedder] = getattr(import_module(module), name)
     embedder = factory(settings, base_url)

@@ -1,4 +1,5 @@
-"""A deterministic bag-of-words embedder: no model, instant. For tests and notebooks' quick mode.
+"""A deterministic bag-of-words embedder: no model, instant. For tests and notebooks' quick mode:
+as a configured backend (``embedding_backend = "hashing"``) only where ``ASSISTANT_TESTING`` is set.
 
 Each normalised word adds +1/-1 to a few hashed dimensions, so texts sharing words are similar.
 """

@@ -124,6 +124,10 @@ class LlamaCppChatModel:
 
     # --- loading ---------------------------------------------------------------------------------
 
+    def is_loaded(self, name: str | None = None) -> bool:
+        """Whether the model (default: the default one) is in memory, with its KV cache."""
+        return (name or self.default_model) in self._loaded
+
     def load(self, name: str | None = None) -> Any:
         name = name or self.default_model
         with self._load_lock:

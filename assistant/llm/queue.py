@@ -5,6 +5,14 @@ the backend's synchronous stream runs on a single worker thread and its events a
 loop with ``call_soon_threadsafe``. Closing the async iterator early (a client went away) or
 passing ``request_timeout_secs`` tells the backend to stop between tokens; the lock is released
 only when the worker thread has really finished, so generations never interleave.
+
+Faults (see :mod:`assistant.breaker`): an engine that crashes (an exception that is not an
+AssistantError) reaches the caller as is (the API answers 500 ``INTERNAL_ERROR``, its text only in
+the log); one that sends something that is not a stream event gives an ``UpstreamError`` (502);
+one that sends nothing for ``request_timeout_secs`` (hung, deaf to the stop signal) gives a 503 at
+that deadline. Each of these, and the engine's own ``SERVICE_UNAVAILABLE``/``UPSTREAM_ERROR``,
+counts against the engine's circuit breaker; while the breaker is open, or while a hung generation
+still holds the engine, requests get a 503 at once.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from assistant.errors import ServiceUnavailableError
+from assistant.breaker import CircuitBreaker
+from assistant.errors import AssistantError, ServiceUnavailableError, UpstreamError
 from assistant.llm.base import (
     ChatMessage,
     ChatModel,
@@ -31,6 +40,12 @@ from assistant.llm.base import (
 )
 
 _END = object()
+STOP_GRACE_SECS = 2.0  # how long a stopped generation may take to end before it counts as hung
+_STREAM_EVENTS = (Delta, ToolCalls, Finished)
+
+
+class QueueTimeoutError(ServiceUnavailableError):
+    """Waited too long for the engine (busy with other requests): not the engine's failure."""
 
 
 @dataclass(frozen=True)
@@ -39,22 +54,47 @@ class _Failure:
 
 
 class InferenceQueue:
-    def __init__(self, model: ChatModel, *, queue_timeout_secs: float = 300.0, request_timeout_secs: float = 120.0):
+    def __init__(self, model: ChatModel, *, queue_timeout_secs: float = 300.0, request_timeout_secs: float = 120.0,
+                 breaker: CircuitBreaker | None = None, stop_grace_secs: float = STOP_GRACE_SECS):
         self.model = model
         self.queue_timeout_secs = queue_timeout_secs
         self.request_timeout_secs = request_timeout_secs
+        self.breaker = breaker
+        self.stop_grace_secs = stop_grace_secs
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
         self.waiting = 0
+        self.hung = False  # a generation passed its deadline and has not ended yet
 
     async def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> AsyncIterator[StreamEvent]:
+        if self.hung:
+            raise ServiceUnavailableError(
+                "the inference engine is stuck in a generation that passed its deadline; try again later"
+            )
+        if self.breaker is not None:
+            self.breaker.before_call()
+        try:
+            async with contextlib.aclosing(self._stream(messages, options)) as events:
+                async for event in events:
+                    yield event
+        except BaseException as exc:
+            if self.breaker is not None:
+                if _engine_failure(exc):
+                    self.breaker.record_failure(exc)
+                else:
+                    self.breaker.release_trial()
+            raise
+        if self.breaker is not None:
+            self.breaker.record_success()
+
+    async def _stream(self, messages: list[ChatMessage], options: GenerationOptions) -> AsyncIterator[StreamEvent]:
         self.waiting += 1
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can lose an acquired lock on timeout.
             async with asyncio.timeout(self.queue_timeout_secs):
                 await self._lock.acquire()
         except TimeoutError:
-            raise ServiceUnavailableError(
+            raise QueueTimeoutError(
                 f"the inference engine is busy: waited {self.queue_timeout_secs:g} s in the queue"
             ) from None
         finally:
@@ -78,6 +118,10 @@ class InferenceQueue:
         def work() -> None:
             try:
                 for event in self.model.stream(messages, run_options):
+                    if not isinstance(event, _STREAM_EVENTS):
+                        raise UpstreamError(
+                            f"the inference engine sent {type(event).__name__} instead of a stream event"
+                        )
                     if isinstance(event, Finished) and event.finish_reason == "cancelled" and not stop.is_set():
                         event = replace(event, finish_reason="timeout")
                     hand_over(event)
@@ -95,7 +139,14 @@ class InferenceQueue:
             raise
         try:
             while True:
-                item = await events.get()
+                try:
+                    # a generation that sends nothing past its deadline (plus the time to stop) is hung
+                    wait = deadline - time.monotonic() + self.stop_grace_secs
+                    item = await asyncio.wait_for(events.get(), max(wait, 0.0))
+                except TimeoutError:
+                    raise ServiceUnavailableError(
+                        f"the inference engine did not answer within {self.request_timeout_secs:g} s"
+                    ) from None
                 if item is _END:
                     return
                 if isinstance(item, _Failure):
@@ -105,14 +156,17 @@ class InferenceQueue:
             stop.set()
             # Release only once the worker has stopped (within one token), and do it here, on a
             # live loop: a done-callback would never run if the consumer's loop ended meanwhile.
+            # A worker that does not stop within the grace time is hung: the lock stays held until
+            # it ends (generations never interleave) and new requests are refused meanwhile.
             try:
-                await asyncio.shield(future)
-            except BaseException:  # cancelled again while waiting: release when the worker ends
+                await asyncio.wait_for(asyncio.shield(future), self.stop_grace_secs)
+            except BaseException:  # hung, or cancelled again while waiting: release when it ends
                 pass
             if future.done():
                 self._lock.release()
             else:
-                future.add_done_callback(lambda _: self._lock.release())
+                self.hung = True
+                future.add_done_callback(self._worker_ended)
 
     async def complete(self, messages: list[ChatMessage], options: GenerationOptions) -> ChatResult:
         """One whole generation (text, tool calls, usage). The stream is closed promptly if the
@@ -132,5 +186,17 @@ class InferenceQueue:
             return ChatResult("".join(parts), options.model or "", TokenUsage(), "stop", tuple(calls))
         return ChatResult("".join(parts), finished.model, finished.usage, finished.finish_reason, tuple(calls))
 
+    def _worker_ended(self, _: object) -> None:
+        self.hung = False
+        self._lock.release()
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _engine_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the engine is failing (the breaker counts it) rather than the request
+    being wrong (validation) or the client going away (cancellation)."""
+    if isinstance(exc, AssistantError):
+        return isinstance(exc, ServiceUnavailableError | UpstreamError) and not isinstance(exc, QueueTimeoutError)
+    return isinstance(exc, Exception)  # a crash; not GeneratorExit or CancelledError

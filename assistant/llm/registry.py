@@ -1,4 +1,8 @@
-"""Backend id -> factory. Heavy libraries are imported inside each backend module."""
+"""Backend id -> factory. Heavy libraries are imported inside each backend module.
+
+``scripted`` is a test double: it resolves only where ``ASSISTANT_TESTING`` is set
+(:mod:`assistant.testing.guard`), so a production config cannot select it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from assistant.config import InferenceSettings
 from assistant.errors import ConfigError
 from assistant.llm.base import ChatModel
+from assistant.testing.guard import require_testing
 
 Factory = Callable[[InferenceSettings, Path], ChatModel]
 
@@ -19,6 +24,7 @@ _BACKENDS: dict[str, str] = {
     "openai": "assistant.llm.openai_compat:create",
     "scripted": "assistant.llm.scripted:create",
 }
+TEST_ONLY = frozenset({"scripted"})
 
 
 def register_backend(backend_id: str, target: str) -> None:
@@ -37,6 +43,8 @@ def get_factory(backend_id: str) -> Factory:
         raise ConfigError(
             f"unknown inference backend {backend_id!r}; known backends: {', '.join(backend_ids())}"
         ) from None
+    if backend_id in TEST_ONLY:
+        require_testing("inference backend", backend_id)
     module, _, name = target.partition(":")
     return getattr(import_module(module), name)
 

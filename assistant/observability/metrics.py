@@ -5,7 +5,8 @@ collector renders them with exactly the spec's names: ``app_uptime_seconds`` (co
 ``http_requests_total{status}`` with ``success``/``client_error``/``server_error``, and the
 ``inference_time_ms`` histogram with buckets 100, 250, 500, 1000, +Inf. With the voice pipeline running,
 ``voice_dropped_messages_total{kind,reason}`` counts the bus messages it dropped (oversized, malformed,
-unknown room, ...; the reasons are in docs/voice-bus.md).
+unknown room, ...; the reasons are in docs/voice-bus.md). ``circuit_breaker_state{backend}`` is a
+gauge per backend's circuit breaker (assistant/breaker.py): 0 closed, 1 half-open, 2 open.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 
 INFERENCE_BUCKETS_MS = (100, 250, 500, 1000)
 STATUS_CLASSES = ("success", "client_error", "server_error")
+CIRCUIT_VALUES = {"closed": 0, "half_open": 1, "open": 2}
 
 
 def status_class(status_code: int) -> str:
@@ -45,6 +47,7 @@ class Metrics:
         self.tokens_total = 0
         self.inference_healthy = False
         self.voice_dropped: Callable[[], dict[tuple[str, str], int]] | None = None  # set by the voice service
+        self.circuits: Callable[[], dict[str, str]] | None = None  # backend -> breaker state (build_services)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -138,6 +141,12 @@ class _Collector:
             sum_value=time_sum,
         )
         yield hist
+        if m.circuits is not None:
+            gauge = Metric("circuit_breaker_state", "Circuit breaker per backend: 0 closed, 1 half-open, 2 open.",
+                           "gauge")
+            for backend, state in sorted(m.circuits().items()):
+                gauge.add_sample("circuit_breaker_state", {"backend": backend}, CIRCUIT_VALUES.get(str(state), 0))
+            yield gauge
         if m.voice_dropped is not None:
             dropped = Metric("voice_dropped_messages", "Voice bus messages dropped, by topic kind and reason.",
                              "counter")

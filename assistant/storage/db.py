@@ -1,13 +1,20 @@
 """The SQLite database: one file, WAL mode, sqlite-vec loaded, migrations applied on open.
 
 apsw is the driver because Python's built-in ``sqlite3`` on this platform cannot load extensions,
-and apsw ships a current SQLite (3.5x) with extension loading enabled. One connection is shared;
-a re-entrant lock serialises transactions so threads never interleave statements of one.
+and apsw ships a current SQLite (3.5x) with extension loading enabled. One connection writes; a
+re-entrant lock serialises its transactions so threads never interleave statements of one.
+
+Reads (``query``, ``one``, ``scalar``) outside a transaction go to a read-only connection of the
+calling thread: in WAL mode readers never wait for the writer nor for each other, so fifty clients
+listing memories do not queue behind one lock (and neither does the event loop, which looks up API
+keys). Each read runs to its end, so the next one starts a fresh snapshot and sees every committed
+write. Inside a transaction, and for statements that write (``... RETURNING``), the writer answers.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,10 +22,25 @@ from typing import Any
 
 import apsw
 
-from assistant.errors import StorageError
+from assistant.errors import ServiceUnavailableError, StorageError
 from assistant.storage.migrations import migrate as run_migrations
 
 Params = Sequence[Any] | dict[str, Any]
+
+
+class StorageFullError(ServiceUnavailableError):
+    """The disk (or the database's size limit) is full: the statement was rolled back, nothing of it
+    was stored. 503: it works again once space is freed."""
+
+
+@contextmanager
+def _full_disk(path: Path | None) -> Iterator[None]:
+    try:
+        yield
+    except apsw.FullError:
+        where = f" ({path.parent})" if path is not None else ""
+        raise StorageFullError(f"the disk holding the database is full{where}: the change was not stored; "
+                               "free some space and try again") from None
 
 
 class Database:
@@ -33,6 +55,12 @@ class Database:
         except apsw.Error as exc:  # pragma: no cover - depends on the file system
             raise StorageError(f"cannot open database {path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._local = threading.local()  # per thread: its read connection, its transaction depth
+        # weak: a thread's reader closes when the thread ends (AnyIO retires idle workers)
+        self._readers: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
+        self._readers_lock = threading.Lock()
+        self._load_vec_in_readers = load_vec
+        self._closed = False
         self._conn.set_busy_timeout(5000)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
@@ -43,32 +71,59 @@ class Database:
         if migrate:
             run_migrations(self)
 
-    def _load_vec(self) -> None:
+    def _load_vec(self, conn: apsw.Connection | None = None) -> None:
         import sqlite_vec
 
-        self._conn.enable_load_extension(True)
-        self._conn.load_extension(sqlite_vec.loadable_path())
-        self._conn.enable_load_extension(False)
-        self.vec_version = self.scalar("SELECT vec_version()")
+        target = conn or self._conn
+        target.enable_load_extension(True)
+        target.load_extension(sqlite_vec.loadable_path())
+        target.enable_load_extension(False)
+        if conn is None:
+            self.vec_version = self.scalar("SELECT vec_version()")
+
+    def _reader(self) -> apsw.Connection | None:
+        """This thread's read-only connection; None where reads must use the writer (an in-memory
+        database, inside a transaction of this thread, after close)."""
+        if self.path is None or self._closed or getattr(self._local, "depth", 0):
+            return None
+        conn = getattr(self._local, "reader", None)
+        if conn is None:
+            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
+            conn.set_busy_timeout(5000)
+            conn.execute("PRAGMA foreign_keys=ON")  # what PRAGMA foreign_keys reports
+            if self._load_vec_in_readers:
+                self._load_vec(conn)
+            with self._readers_lock:
+                if self._closed:
+                    conn.close()
+                    return None
+                self._readers.add(conn)
+            self._local.reader = conn
+        return conn
+
+    def _read(self, sql: str, params: Params) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and every row (the statement always runs to its end)."""
+        reader = self._reader()
+        if reader is not None:
+            try:
+                return _run(reader, sql, params)
+            except apsw.ReadOnlyError:  # a statement that writes: the writer runs it (nothing happened here)
+                pass
+        with _full_disk(self.path), self._lock:
+            return _run(self._conn, sql, params)
 
     # --- queries ---------------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Params = ()) -> None:
-        with self._lock:
+        with _full_disk(self.path), self._lock:
             self._conn.execute(sql, params)
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
-        with self._lock, self._conn:
+        with self.transaction():
             self._conn.executemany(sql, rows)
 
     def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
-        with self._lock:
-            cursor = self._conn.execute(sql, params)
-            try:
-                names = [d[0] for d in cursor.get_description()]
-            except apsw.ExecutionCompleteError:  # a statement that returns no columns
-                return []
-            rows = cursor.fetchall()
+        names, rows = self._read(sql, params)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
     def one(self, sql: str, params: Params = ()) -> dict[str, Any] | None:
@@ -76,15 +131,29 @@ class Database:
         return rows[0] if rows else None
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
-        with self._lock:
-            row = self._conn.execute(sql, params).fetchone()
-        return None if row is None else row[0]
+        _, rows = self._read(sql, params)
+        return rows[0][0] if rows else None
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
-        """All statements inside run atomically; an exception rolls them back."""
-        with self._lock, self._conn:
-            yield self
+        """All statements inside run atomically; an exception rolls them back (a full disk is
+        :class:`StorageFullError`, 503)."""
+        with _full_disk(self.path), self._lock:
+            full: BaseException | None = None
+            self._local.depth = getattr(self._local, "depth", 0) + 1
+            try:
+                with self._conn:
+                    try:
+                        yield self
+                    except (apsw.FullError, StorageFullError) as exc:
+                        full = exc
+                        raise
+            except apsw.SQLError:
+                if full is None:
+                    raise
+                raise full from None  # SQLite already rolled the transaction back itself
+            finally:
+                self._local.depth -= 1
 
     def executescript(self, sql: str) -> None:
         with self._lock:
@@ -116,5 +185,19 @@ class Database:
         return self.scalar("SELECT 1") == 1
 
     def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = list(self._readers), weakref.WeakSet()
+        for reader in readers:
+            reader.close()
         with self._lock:
             self._conn.close()
+
+
+def _run(conn: apsw.Connection, sql: str, params: Params) -> tuple[list[str], list[tuple[Any, ...]]]:
+    cursor = conn.execute(sql, params)
+    try:
+        names = [d[0] for d in cursor.get_description()]
+    except apsw.ExecutionCompleteError:  # a statement that returns no columns
+        return [], []
+    return names, cursor.fetchall()

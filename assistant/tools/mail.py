@@ -18,25 +18,19 @@ Design choices:
   non-synchronising literals (LITERAL+ / LITERAL-, which Dovecot, Cyrus, Exchange and Gmail offer).
 - Every failure a user can act on (server unreachable, login refused, bad address) is a ToolError
   naming the server or the address.
+
+Modules: values and pure functions in :mod:`assistant.tools.mail_message`, the IMAP side in
+:mod:`assistant.tools.mail_imap`, the SMTP side in :mod:`assistant.tools.mail_smtp`; this module
+holds the roles, the backend that joins both sides, the tools and the capabilities, and re-exports
+the rest (``from assistant.tools.mail import ...`` keeps working).
 """
 
 from __future__ import annotations
 
-import imaplib
-import re
-import smtplib
-import ssl
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from datetime import date, timedelta
-from email import policy
-from email.errors import HeaderParseError
 from email.headerregistry import Address
-from email.message import EmailMessage, Message
-from email.parser import BytesParser
-from email.utils import formatdate, make_msgid, parseaddr
+from email.message import EmailMessage
 from typing import Annotated, Any, Protocol
 
 from pydantic import Field
@@ -50,35 +44,33 @@ from assistant.tools.base import (
     pick_backend,
     tool,
 )
+from assistant.tools.mail_imap import (
+    FETCH_BYTES,
+    ImapMailbox,
+    imap_date,
+    imap_quote,
+    parse_fetch,
+    search_criteria,
+)
+from assistant.tools.mail_message import (
+    SNIPPET_CHARS,
+    MailSummary,
+    SavedDraft,
+    compose,
+    html_text,
+    parse_address,
+    parse_addresses,
+    snippet,
+    summarize,
+)
+from assistant.tools.mail_smtp import SmtpSender
 
-SNIPPET_CHARS = 200
-FETCH_BYTES = 64 * 1024
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_SEPARATORS = re.compile(r'[,;](?=(?:[^"]*"[^"]*")*[^"]*$)')  # commas/semicolons outside quotes
-_FETCH_META = re.compile(rb"UID (\d+)|FLAGS \(([^)]*)\)")
-_APPENDUID = re.compile(rb"APPENDUID \d+ (\d+)")
-
-
-@dataclass(frozen=True)
-class MailSummary:
-    id: str  # the IMAP UID in the searched mailbox
-    sender: str
-    to: str
-    subject: str
-    date: str | None  # ISO 8601
-    snippet: str
-    unread: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["from"] = data.pop("sender")
-        return {key: data[key] for key in ("id", "from", "to", "subject", "date", "snippet", "unread")}
-
-
-@dataclass(frozen=True)
-class SavedDraft:
-    id: str
-    mailbox: str
+__all__ = [
+    "BACKENDS", "CAPABILITY", "DRAFTS_CAPABILITY", "FETCH_BYTES", "SNIPPET_CHARS", "ImapMailbox", "ImapSmtpMail",
+    "MailReader", "MailSender", "MailSummary", "SavedDraft", "SmtpSender", "compose", "draft_email", "html_text",
+    "imap_date", "imap_quote", "parse_address", "parse_addresses", "parse_fetch", "search_criteria",
+    "search_emails", "send_email", "snippet", "summarize",
+]
 
 
 class MailReader(Protocol):
@@ -99,156 +91,7 @@ class MailSender(Protocol):
         """Send ``message``; returns the recipients the server refused (the others got it)."""
 
 
-# --- addresses, messages, snippets (pure) -------------------------------------------------------
-
-
-def parse_address(text: str) -> Address | None:
-    """One address (``a@b.org`` or ``Name <a@b.org>``), None when it is not a usable address."""
-    name, spec = parseaddr(text.strip())
-    try:
-        address = Address(display_name=name, addr_spec=spec)
-    except (ValueError, IndexError, HeaderParseError):
-        return None
-    domain = address.domain.strip(".")
-    return address if address.username and "." in domain and " " not in spec else None
-
-
-def parse_addresses(value: str | list[str] | None) -> list[Address]:
-    """Addresses from a list and/or comma- or semicolon-separated strings; a ToolError names the bad ones."""
-    items = [value] if isinstance(value, str) else list(value or [])
-    tokens = [t.strip() for item in items for t in _SEPARATORS.split(item) if t.strip()]
-    parsed = [(token, parse_address(token)) for token in tokens]
-    bad = [token for token, address in parsed if address is None]
-    if bad:
-        raise ToolError(f"invalid e-mail address{'es' if len(bad) > 1 else ''}: {', '.join(bad)}")
-    return [address for _, address in parsed if address is not None]
-
-
-def compose(sender: Address, to: Sequence[Address], subject: str, body: str,
-            cc: Sequence[Address] = ()) -> EmailMessage:
-    """A plain-text message with From, To, Cc, Subject, Date and Message-ID."""
-    message = EmailMessage(policy=policy.default)
-    message["From"] = sender
-    message["To"] = list(to)
-    if cc:
-        message["Cc"] = list(cc)
-    message["Subject"] = " ".join(subject.split())  # a header cannot hold line breaks
-    message["Date"] = formatdate(localtime=True)
-    message["Message-ID"] = make_msgid(domain=sender.domain)
-    message.set_content(body)
-    return message
-
-
-def _decoded(part: Message) -> str:
-    try:
-        return part.get_content()
-    except (LookupError, ValueError):  # unknown charset or broken encoding
-        payload = part.get_payload(decode=True) or b""
-        return payload.decode("utf-8", "replace")
-
-
-def html_text(html: str) -> str:
-    from bs4 import BeautifulSoup  # already a dependency (search_web); imported when needed
-
-    soup = BeautifulSoup(html, "html.parser")
-    for hidden in soup(["script", "style", "head"]):
-        hidden.decompose()
-    return soup.get_text(" ")
-
-
-def snippet(message: EmailMessage, limit: int = SNIPPET_CHARS) -> str:
-    """The start of the text body (plain text preferred, else HTML as text), whitespace collapsed."""
-    part = message.get_body(preferencelist=("plain", "html"))
-    if part is None:
-        return ""
-    text = _decoded(part)
-    if part.get_content_subtype() == "html":
-        text = html_text(text)
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
-    return cut + "…"
-
-
-def summarize(uid: str, raw: bytes, flags: list[str]) -> MailSummary:
-    """The search result of one fetched message."""
-    message = BytesParser(policy=policy.default).parsebytes(raw)
-    return MailSummary(
-        id=uid,
-        sender=str(message.get("From", "")),
-        to=str(message.get("To", "")),
-        subject=str(message.get("Subject", "")),
-        date=_iso_date(message),
-        snippet=snippet(message),
-        unread="\\seen" not in {f.lower() for f in flags},
-    )
-
-
-def _iso_date(message: EmailMessage) -> str | None:
-    try:
-        header = message.get("Date")
-        moment = getattr(header, "datetime", None)
-    except (ValueError, TypeError, IndexError):
-        return None
-    return moment.isoformat() if moment is not None else None
-
-
-# --- IMAP command pieces ---------------------------------------------------------------------------
-
-
-def imap_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def imap_date(day: date) -> str:
-    return f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"  # not strftime: %b follows the locale
-
-
-def _imap_string(word: str, literals: bool) -> bytes:
-    if word.isascii():
-        return imap_quote(word).encode("ascii")
-    if not literals:
-        raise ToolError("this IMAP server cannot search for non-ASCII words; try ASCII words")
-    data = word.encode("utf-8")
-    return b"{%d+}\r\n" % len(data) + data
-
-
-def search_criteria(words: list[str], *, unread_only: bool, since: date | None, literals: bool) -> list[bytes]:
-    """IMAP SEARCH keys: each word in FROM, SUBJECT or BODY; UNSEEN; SINCE."""
-    keys: list[bytes] = []
-    for word in words:
-        s = _imap_string(word, literals)
-        keys += [b"OR OR FROM " + s + b" SUBJECT " + s + b" BODY " + s]
-    if unread_only:
-        keys.append(b"UNSEEN")
-    if since is not None:
-        keys.append(b"SINCE " + imap_date(since).encode("ascii"))
-    return keys or [b"ALL"]
-
-
-def parse_fetch(data: list[Any]) -> list[tuple[str, list[str], bytes]]:
-    """(uid, flags, body) of each message in an imaplib FETCH answer."""
-    found = []
-    for i, item in enumerate(data):
-        if not isinstance(item, tuple):
-            continue
-        following = data[i + 1] if i + 1 < len(data) and isinstance(data[i + 1], bytes) else b""
-        uid, flags = None, []
-        for m in _FETCH_META.finditer(item[0] + b" " + following):  # FLAGS may follow the body
-            if m.group(1):
-                uid = m.group(1).decode()
-            else:
-                flags = m.group(2).decode().split()
-        if uid is not None:
-            found.append((uid, flags, item[1]))
-    return found
-
-
-# --- the imap-smtp backend -------------------------------------------------------------------------
-
-
-class ImapSmtpMail:
+class ImapSmtpMail(ImapMailbox, SmtpSender):
     """An IMAP mailbox (reader, draft store) and an SMTP submission server (sender)."""
 
     def __init__(self, settings: Any, address: Address):  # settings: assistant.config.EmailSettings
@@ -263,159 +106,6 @@ class ImapSmtpMail:
         if address is None:
             raise CapabilityUnavailable("[email] from_address is missing or not an e-mail address")
         return cls(settings, address)
-
-    # IMAP ----------------------------------------------------------------------------------------
-
-    @property
-    def _imap_where(self) -> str:
-        return f"IMAP server {self.settings.imap_host}:{self.settings.imap_port}"
-
-    def _imap_connect(self) -> imaplib.IMAP4:
-        s = self.settings
-        if s.imap_security == "ssl":
-            return imaplib.IMAP4_SSL(s.imap_host, s.imap_port, ssl_context=ssl.create_default_context(),
-                                     timeout=s.timeout_secs)
-        conn = imaplib.IMAP4(s.imap_host, s.imap_port, timeout=s.timeout_secs)
-        if s.imap_security == "starttls":
-            conn.starttls(ssl.create_default_context())
-        return conn
-
-    @contextmanager
-    def imap(self) -> Iterator[imaplib.IMAP4]:
-        """A logged-in IMAP connection; any failure becomes a ToolError naming the server."""
-        try:
-            conn = self._imap_connect()
-        except (OSError, imaplib.IMAP4.error) as exc:
-            raise ToolError(f"cannot reach the {self._imap_where}: {_reason(exc)}") from None
-        try:
-            try:
-                conn.login(self.settings.username, self.settings.password)
-            except imaplib.IMAP4.error:
-                raise ToolError(f"{self._imap_where} refused login for user {self.settings.username}") from None
-            yield conn
-        except (OSError, imaplib.IMAP4.error) as exc:
-            raise ToolError(f"{self._imap_where} failed: {_reason(exc)}") from None
-        finally:
-            with suppress(OSError, imaplib.IMAP4.error):
-                conn.logout()
-
-    def _examine(self, conn: imaplib.IMAP4, mailbox: str) -> None:
-        typ, data = conn.select(imap_quote(mailbox), readonly=True)
-        if typ != "OK":
-            raise ToolError(f"{self._imap_where} has no mailbox {mailbox!r}: {_reason(data)}")
-
-    def search(self, words: list[str], *, unread_only: bool, limit: int, since: date | None) -> list[MailSummary]:
-        with self.imap() as conn:
-            caps = _capabilities(conn)
-            self._examine(conn, self.settings.mailbox)
-            criteria = search_criteria(words, unread_only=unread_only, since=since,
-                                       literals=bool(caps & {"LITERAL+", "LITERAL-"}))
-            uids = self._newest_first(conn, criteria, sort="SORT" in caps)[:limit]
-            if not uids:
-                return []
-            typ, data = conn.uid("FETCH", b",".join(uids), f"(UID FLAGS BODY.PEEK[]<0.{FETCH_BYTES}>)")
-            fetched = {uid: summarize(uid, raw, flags) for uid, flags, raw in parse_fetch(data)}
-            return [fetched[u.decode()] for u in uids if u.decode() in fetched]
-
-    def _newest_first(self, conn: imaplib.IMAP4, criteria: list[bytes], *, sort: bool) -> list[bytes]:
-        """UIDs of the matches: by Date with SORT (RFC 5256), else by arrival (UID order)."""
-        if sort:
-            typ, data = conn.uid("SORT", "(REVERSE DATE)", "UTF-8", *criteria)
-        else:
-            typ, data = conn.uid("SEARCH", "CHARSET", "UTF-8", *criteria)
-        if typ != "OK":
-            raise ToolError(f"{self._imap_where} refused the search: {_reason(data)}")
-        uids = (data[0] or b"").split()
-        return uids if sort else uids[::-1]
-
-    def unread_count(self) -> int:
-        """How many messages of the mailbox are unread (for the briefing)."""
-        with self.imap() as conn:
-            typ, data = conn.status(imap_quote(self.settings.mailbox), "(UNSEEN)")
-            match = re.search(rb"UNSEEN (\d+)", data[0] or b"") if typ == "OK" else None
-            if match is None:
-                raise ToolError(f"{self._imap_where} did not report unread messages: {_reason(data)}")
-            return int(match.group(1))
-
-    def save_draft(self, message: EmailMessage) -> SavedDraft:
-        mailbox = imap_quote(self.settings.drafts_mailbox)
-        raw = message.as_bytes(policy=policy.SMTP)
-        with self.imap() as conn:
-            typ, data = _append_draft(conn, mailbox, raw)
-            if typ != "OK" and b"TRYCREATE" in (data[0] or b""):  # the mailbox does not exist yet
-                typ, created = conn.create(mailbox)
-                if typ != "OK":
-                    raise ToolError(f"{self._imap_where} cannot create {self.settings.drafts_mailbox!r}: "
-                                    f"{_reason(created)}")
-                typ, data = _append_draft(conn, mailbox, raw)
-            if typ != "OK":
-                raise ToolError(f"{self._imap_where} refused the draft: {_reason(data)}")
-        match = _APPENDUID.search(data[0] or b"")  # UIDPLUS; else the Message-ID identifies it
-        return SavedDraft(match.group(1).decode() if match else str(message["Message-ID"]),
-                          self.settings.drafts_mailbox)
-
-    # SMTP ----------------------------------------------------------------------------------------
-
-    @property
-    def _smtp_where(self) -> str:
-        return f"SMTP server {self.settings.smtp_host}:{self.settings.smtp_port}"
-
-    def _smtp_connect(self) -> smtplib.SMTP:
-        s = self.settings
-        if s.smtp_security == "ssl":
-            return smtplib.SMTP_SSL(s.smtp_host, s.smtp_port, timeout=s.timeout_secs,
-                                    context=ssl.create_default_context())
-        conn = smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=s.timeout_secs)
-        if s.smtp_security == "starttls":
-            conn.starttls(context=ssl.create_default_context())
-        return conn
-
-    def send(self, message: EmailMessage) -> list[str]:
-        s = self.settings
-        try:
-            conn = self._smtp_connect()
-        except (OSError, smtplib.SMTPException) as exc:
-            raise ToolError(f"cannot reach the {self._smtp_where}: {_reason(exc)}") from None
-        try:
-            conn.ehlo_or_helo_if_needed()
-            if conn.has_extn("auth"):  # servers that need a login say so
-                conn.login(s.username, s.password)
-            return sorted(conn.send_message(message))
-        except smtplib.SMTPAuthenticationError:
-            raise ToolError(f"{self._smtp_where} refused login for user {s.username}") from None
-        except smtplib.SMTPRecipientsRefused as exc:
-            refused = ", ".join(sorted(exc.recipients))
-            raise ToolError(f"{self._smtp_where} refused every recipient: {refused}") from None
-        except smtplib.SMTPSenderRefused as exc:
-            raise ToolError(f"{self._smtp_where} refused the sender {self.address.addr_spec}: "
-                            f"{_reason(exc.smtp_error)}") from None
-        except (OSError, smtplib.SMTPException) as exc:
-            raise ToolError(f"{self._smtp_where} failed: {_reason(exc)}") from None
-        finally:
-            with suppress(OSError, smtplib.SMTPException):
-                conn.quit()
-
-
-def _append_draft(conn: imaplib.IMAP4, mailbox: str, raw: bytes) -> tuple[str, list[Any]]:
-    return conn.append(mailbox, r"(\Draft \Seen)", imaplib.Time2Internaldate(time.time()), raw)
-
-
-def _capabilities(conn: imaplib.IMAP4) -> set[str]:
-    """The capabilities after login (servers often announce more than in their greeting)."""
-    typ, data = conn.capability()
-    return set(data[0].decode("ascii", "replace").upper().split()) if typ == "OK" and data[0] else set()
-
-
-def _reason(value: Any) -> str:
-    if isinstance(value, list):
-        value = value[0] if value else ""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, OSError) and value.strerror:
-        return value.strerror
-    if isinstance(value, imaplib.IMAP4.error) and value.args and isinstance(value.args[0], bytes):
-        return value.args[0].decode("utf-8", "replace")
-    return str(value) or type(value).__name__
 
 
 BACKENDS: dict[str, Callable[[Any], ImapSmtpMail]] = {"imap-smtp": ImapSmtpMail.from_settings}

@@ -1,5 +1,8 @@
 """Running untrusted Python in a bubblewrap sandbox, with limits, and classifying how it ended.
 
+The parts of the sandbox are hooks of :class:`BubblewrapRunner`; the shell-command profile the
+command catalog uses is :class:`~assistant.tools.shell_sandbox.ShellSandbox`.
+
 Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
 
 - The sandbox root is an empty tmpfs. Only ``/usr`` (with the ``/lib``, ``/lib64``, ``/bin``
@@ -23,8 +26,11 @@ Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
   no-new-privileges it can never regain a capability. As an ordinary user bwrap makes an
   unprivileged user namespace (no capabilities, no nested user namespaces) and the uid is the user's
   own, counted per namespace.
-- Wall clock and output are watched here: stdout and stderr are read together up to
-  ``max_output_bytes`` each; past that, or past ``wall_time_secs``, the sandbox is killed.
+- Wall clock and output are watched from outside (:mod:`assistant.tools.sandbox_watch`): stdout and
+  stderr are read together up to ``max_output_bytes`` each; past that, or past ``wall_time_secs``,
+  the sandbox is killed.
+- bwrap itself is the sandbox's pid 1, whose command line and environment the program can read:
+  bwrap is started with an empty environment and its options come through ``--args`` (a memfd).
 - bwrap's ``--json-status-fd`` gives the sandbox's init pid (killing it ends the whole pid namespace
   before bwrap exits, so nothing outlives :meth:`BubblewrapRunner.run`) and tells a sandbox that
   could not be set up (no ``exit-code``) from a program that failed. The exit code (128 + signal for
@@ -33,24 +39,23 @@ Design, each point checked by experiment on Debian bookworm (bubblewrap 0.8):
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import re
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
+
+from assistant.tools import sandbox_watch
 
 UID_BASE = 1_000_000_000  # sandbox uids (as root): unused by any account, one per concurrent run
 CODE_PATH = "/code/main.py"
@@ -133,10 +138,10 @@ class SandboxError(Exception):
 
 # --- how a run ended ------------------------------------------------------------------------------
 
-# fork() refused by RLIMIT_NPROC (EAGAIN), or a thread refused for the same reason
+# fork() refused by RLIMIT_NPROC (EAGAIN), or a thread refused for the same reason (Python, then sh)
 _FORK_FAILED = re.compile(r"^((BlockingIOError|OSError): \[Errno 11\] Resource temporarily unavailable"
-                          r"|RuntimeError: can't start new thread)", re.MULTILINE)
-_MEMORY_ERROR = re.compile(r"^MemoryError\b", re.MULTILINE)
+                          r"|RuntimeError: can't start new thread)|: [Cc]annot fork$", re.MULTILINE)
+_MEMORY_ERROR = re.compile(r"^MemoryError\b|: [Cc]annot allocate memory$|: memory exhausted$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,13 @@ class BubblewrapRunner:
 
     ``hidden`` are paths that must not be visible inside (the data directory, the key file):
     :meth:`check` refuses a sandbox that would bind them and verifies they are absent inside.
+
+    The sandbox's parts are hooks (:meth:`_namespaces`, :meth:`_filesystem`, :meth:`_environment`,
+    :meth:`_program`, :meth:`_files`, the probe) so that other profiles reuse the rest: starting,
+    watching, killing and classifying (see :mod:`assistant.tools.shell_sandbox`).
     """
+
+    drain_output = False  # past the output cap: stop the program (False) or drop the rest (True)
 
     def __init__(self, limits: SandboxLimits, *, bwrap: str = "bwrap", python: Path | str | None = None,
                  hidden: Iterable[Path | str] = ()):
@@ -246,105 +257,170 @@ class BubblewrapRunner:
         if binary is None:
             raise SandboxUnavailable(f"bubblewrap ({self.bwrap}) is not installed")
         self.bwrap = binary
-        for path in self.hidden:
-            for bound in self._read_only_binds():
-                if path == bound or bound in path.parents:
-                    raise SandboxUnavailable(f"{path} would be visible in the sandbox (it is under {bound})")
-        hidden = [str(p) for p in self.hidden]
-        probe = ("import os, socket\n"
-                 "print(sorted(name for _, name in socket.if_nameindex()))\n"
-                 f"print([p for p in {hidden!r} if os.path.lexists(p)])\n")
+        self._check_hidden()
         try:
-            result = self.run(probe)
+            result = self._execute(self._probe(), self.limits)
         except SandboxError as exc:
             raise SandboxUnavailable(str(exc)) from None
         if result.status != RunStatus.OK:
             raise SandboxUnavailable(f"a probe run failed ({result.status}): {result.stderr.strip()[-300:]}")
-        if result.stdout.splitlines()[:2] != ["['lo']", "[]"]:
-            raise SandboxUnavailable(f"the sandbox is not isolated: {result.stdout.strip()}")
+        problem = self._probe_problem(result.stdout)
+        if problem:
+            raise SandboxUnavailable(f"the sandbox is not isolated: {problem}")
 
     def run(self, code: str) -> RunResult:
         """Run ``code`` in a fresh sandbox; raise :class:`SandboxError` if the sandbox cannot start."""
+        return self._execute(code, self.limits)
+
+    def _execute(self, source: str, limits: SandboxLimits, **options: Any) -> RunResult:
         started = time.monotonic()
         with self.uids.lease() as uid:
-            proc, status_fd = self._start(code, uid)
+            proc, status_fd = self._start(self._files(source, uid), uid, limits, options)
             try:
-                watch = _watch(proc, status_fd, self.limits, started)
+                seen = sandbox_watch.watch(proc, status_fd, limits.wall_time_secs, limits.max_output_bytes,
+                                           started, drain=self.drain_output)
             finally:
                 if proc.poll() is None:  # only when watching failed: never leave a sandbox behind
-                    _kill_bwrap(proc)
+                    sandbox_watch.kill_bwrap(proc)
                     proc.wait()
                 os.close(status_fd)
                 proc.stdout.close()  # type: ignore[union-attr]
                 proc.stderr.close()  # type: ignore[union-attr]
                 if self.privileged:
-                    _await_gone(uid)  # the kernel tears a killed pid namespace down asynchronously
-        exit_status = _exit_code(watch.status)
-        stderr = watch.stderr.decode("utf-8", "replace")
-        if exit_status is None and not (watch.timed_out or watch.output_exceeded):
+                    sandbox_watch.await_gone(uid)  # the kernel tears a killed pid namespace down asynchronously
+        exit_status = sandbox_watch.exit_code(seen.status)
+        stderr = seen.stderr.decode("utf-8", "replace")
+        if exit_status is None and not (seen.timed_out or seen.output_exceeded):
             raise SandboxError(f"the sandbox failed to start: {stderr.strip()[-500:] or 'no reason given'}")
-        end = Ending(exit_status, stderr, watch.timed_out, watch.output_exceeded, time.monotonic() - started)
-        status, exit_code, sig, message = classify(end, self.limits)
-        return RunResult(status, exit_code, sig, watch.stdout.decode("utf-8", "replace"), stderr,
-                         watch.stdout_truncated, watch.stderr_truncated,
+        end = Ending(exit_status, stderr, seen.timed_out, seen.output_exceeded, time.monotonic() - started)
+        status, exit_code, sig, message = classify(end, limits)
+        return RunResult(status, exit_code, sig, seen.stdout.decode("utf-8", "replace"), stderr,
+                         seen.stdout_truncated, seen.stderr_truncated,
                          round((time.monotonic() - started) * 1000), message)
 
-    def _start(self, code: str, uid: int) -> tuple[subprocess.Popen, int]:
-        """Start bwrap on ``code``; the process and the read end of its JSON status pipe."""
-        code_fd = os.memfd_create("main.py")
+    def _start(self, files: Mapping[str, str], uid: int, limits: SandboxLimits,
+               options: Mapping[str, Any]) -> tuple[subprocess.Popen, int]:
+        """Start bwrap with ``files`` (sandbox path -> text) as read-only memfds; the process and
+        the read end of its JSON status pipe. bwrap is the sandbox's pid 1, so the program can read
+        its command line and environment: the options come through ``--args`` (a memfd) and the
+        environment is empty."""
+        fds: dict[str, int] = {}
         status_read, status_write = os.pipe()
+        options_fd = os.memfd_create("bwrap-options")
         try:
-            os.write(code_fd, code.encode("utf-8", "surrogateescape"))
-            os.lseek(code_fd, 0, os.SEEK_SET)
-            proc = subprocess.Popen(self.command(code_fd, status_write, uid), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=(code_fd, status_write), start_new_session=True)
+            for path, text in files.items():
+                fds[path] = _memfd(Path(path).name, text.encode("utf-8", "surrogateescape"))
+            argv = self.options(fds, status_write, uid, limits, **options)
+            os.write(options_fd, b"".join(a.encode() + b"\0" for a in argv))
+            os.lseek(options_fd, 0, os.SEEK_SET)
+            proc = subprocess.Popen([self.bwrap, "--args", str(options_fd), *self._program(limits, uid)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=(*fds.values(), options_fd, status_write), start_new_session=True,
+                                    env={})
         except OSError as exc:
             os.close(status_read)
             raise SandboxError(f"could not start bubblewrap: {exc}") from exc
         finally:
-            os.close(code_fd)
-            os.close(status_write)
+            for fd in (*fds.values(), options_fd, status_write):
+                os.close(fd)
         return proc, status_read
 
-    def command(self, code_fd: int, status_fd: int, uid: int = UID_BASE) -> list[str]:
-        """The bwrap command line of one run (``uid``: the program's, when running as root)."""
-        lim = self.limits
-        memory = lim.memory_mb * 1024 * 1024
-        argv = [self.bwrap, "--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
-        if self.privileged:
-            argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
-                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        else:
-            argv += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-        argv += self._filesystem(code_fd, memory)
-        argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", WORK_DIR,
-                 "--setenv", "TMPDIR", WORK_DIR, "--setenv", "LANG", "C.UTF-8",
-                 "--hostname", "sandbox", "--chdir", WORK_DIR]
-        argv += [str(self.python), "-I", "-S", "-c", LAUNCHER, str(math.ceil(lim.cpu_time_secs)), str(memory),
-                 str(memory), str(lim.max_processes), str(uid if self.privileged else -1), CODE_PATH]
-        return argv
+    def command(self, fds: Mapping[str, int], status_fd: int, uid: int = UID_BASE,
+                limits: SandboxLimits | None = None, **options: Any) -> list[str]:
+        """The bwrap command line of one run: ``fds`` maps each sandbox file to its memfd, ``uid``
+        is the program's (when running as root), ``options`` go to the hooks. (Run, the options
+        go through ``--args``.)"""
+        lim = limits or self.limits
+        return [self.bwrap, *self.options(fds, status_fd, uid, lim, **options), *self._program(lim, uid)]
 
-    def _filesystem(self, code_fd: int, work_bytes: int) -> list[str]:
-        args = ["--ro-bind", "/usr", "/usr"]
-        for name in MERGED_USR_LINKS:
-            host = Path("/") / name
-            if host.is_symlink():
-                args += ["--symlink", os.readlink(host), str(host)]
-            elif host.is_dir():
-                args += ["--ro-bind", str(host), str(host)]
+    def options(self, fds: Mapping[str, int], status_fd: int, uid: int, limits: SandboxLimits,
+                **options: Any) -> list[str]:
+        """bwrap's options: what the sandbox is made of."""
+        argv = ["--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
+        argv += self._namespaces(**options)
+        argv += self._filesystem(fds, limits, uid, **options)
+        argv += ["--clearenv"]
+        for name, value in self._environment(uid).items():
+            argv += ["--setenv", name, value]
+        return argv + ["--chdir", WORK_DIR]
+
+    # --- the hooks of a profile: here, a Python program ----------------------------------------------
+
+    def _namespaces(self, **options: Any) -> list[str]:
+        if self.privileged:
+            return ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+                    "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                    "--hostname", "sandbox"]
+        return ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--hostname", "sandbox"]
+
+    def _filesystem(self, fds: Mapping[str, int], limits: SandboxLimits, uid: int, **options: Any) -> list[str]:
+        args = system_binds()
         if self.prefix is not None:
-            args += _parents(self.prefix) + ["--ro-bind", str(self.prefix), str(self.prefix)]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--perms", "0777", "--size", str(work_bytes), "--tmpfs", WORK_DIR,
-                 "--symlink", WORK_DIR, "/tmp",
-                 "--perms", "0755", "--dir", str(Path(CODE_PATH).parent),
-                 "--perms", "0444", "--ro-bind-data", str(code_fd), CODE_PATH]
-        return args
+            args += parents(self.prefix) + ["--ro-bind", str(self.prefix), str(self.prefix)]
+        return args + ["--proc", "/proc", "--dev", "/dev"] + work_dir(limits) + code_files(fds)
+
+    def _environment(self, uid: int) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "HOME": WORK_DIR, "TMPDIR": WORK_DIR, "LANG": "C.UTF-8"}
+
+    def _program(self, limits: SandboxLimits, uid: int) -> list[str]:
+        memory = limits.memory_mb * 1024 * 1024
+        return [str(self.python), "-I", "-S", "-c", LAUNCHER, str(math.ceil(limits.cpu_time_secs)), str(memory),
+                str(memory), str(limits.max_processes), str(uid if self.privileged else -1), CODE_PATH]
+
+    def _files(self, source: str, uid: int) -> dict[str, str]:
+        return {CODE_PATH: source}
+
+    def _probe(self) -> str:
+        hidden = [str(p) for p in self.hidden]
+        return ("import os, socket\n"
+                "print(sorted(name for _, name in socket.if_nameindex()))\n"
+                f"print([p for p in {hidden!r} if os.path.lexists(p)])\n")
+
+    def _probe_problem(self, stdout: str) -> str | None:
+        return None if stdout.splitlines()[:2] == ["['lo']", "[]"] else stdout.strip()
+
+    def _check_hidden(self) -> None:
+        for path in self.hidden:
+            for bound in self._read_only_binds():
+                if path == bound or bound in path.parents:
+                    raise SandboxUnavailable(f"{path} would be visible in the sandbox (it is under {bound})")
 
     def _read_only_binds(self) -> list[Path]:
         binds = [Path("/usr")] + [Path("/", n) for n in MERGED_USR_LINKS if Path("/", n).is_dir()]
         return [Path(os.path.realpath(b)) for b in binds + ([self.prefix] if self.prefix else [])]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def system_binds() -> list[str]:
+    """/usr read-only, and the /bin, /lib... of a merged-/usr system as their symlinks."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in MERGED_USR_LINKS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    return args
+
+
+def work_dir(limits: SandboxLimits) -> list[str]:
+    """The private working directory: a tmpfs of the memory limit's size; /tmp points to it."""
+    return ["--perms", "0777", "--size", str(limits.memory_mb * 1024 * 1024), "--tmpfs", WORK_DIR,
+            "--symlink", WORK_DIR, "/tmp"]
+
+
+def code_files(fds: Mapping[str, int]) -> list[str]:
+    """Each memfd read-only at its path (its directory made traversable)."""
+    args: list[str] = []
+    for path, fd in fds.items():
+        args += parents(Path(path)) + ["--perms", "0444", "--ro-bind-data", str(fd), path]
+    return args
 
 
 def _prefix_of(python: Path) -> Path | None:
@@ -354,133 +430,10 @@ def _prefix_of(python: Path) -> Path | None:
     return None if prefix == Path("/usr") or Path("/usr") in prefix.parents else prefix
 
 
-def _parents(path: Path) -> list[str]:
+def parents(path: Path) -> list[str]:
     """Directories above ``path`` made traversable (bwrap would create them 0700 as root)."""
     args: list[str] = []
     for parent in reversed(path.parents):
         if parent != Path("/"):
             args += ["--perms", "0755", "--dir", str(parent)]
     return args
-
-
-# --- watching a run -------------------------------------------------------------------------------
-
-KILL_GRACE_SECS = 5.0
-
-
-@dataclass
-class _Watch:
-    """What was read from one run: both streams (capped) and bwrap's status documents."""
-
-    stdout: bytearray = field(default_factory=bytearray)
-    stderr: bytearray = field(default_factory=bytearray)
-    status: bytearray = field(default_factory=bytearray)
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    timed_out: bool = False
-    output_exceeded: bool = False
-
-
-def _watch(proc: subprocess.Popen, status_fd: int, limits: SandboxLimits, started: float) -> _Watch:
-    """Read the streams until they close, the output cap is passed or the wall clock runs out;
-    then stop the sandbox if needed and wait for bwrap."""
-    watch = _Watch()
-    deadline = started + limits.wall_time_secs
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")  # type: ignore[arg-type]
-        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")  # type: ignore[arg-type]
-        sel.register(status_fd, selectors.EVENT_READ, "status")
-        while sel.get_map() and not watch.output_exceeded:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                watch.timed_out = True
-                break
-            for key, _ in sel.select(remaining):
-                chunk = os.read(key.fd, 65_536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                else:
-                    _keep(watch, key.data, chunk, limits.max_output_bytes)
-    if watch.timed_out or watch.output_exceeded:
-        _stop(proc, watch.status)
-    try:
-        proc.wait(max(deadline - time.monotonic(), 0) + KILL_GRACE_SECS)
-    except subprocess.TimeoutExpired:  # bwrap itself hangs on: kill it, the sandbox dies with it
-        _kill_bwrap(proc)
-        proc.wait()
-        watch.timed_out = True
-    return watch
-
-
-def _keep(watch: _Watch, stream: str, chunk: bytes, cap: int) -> None:
-    buffer: bytearray = getattr(watch, stream)
-    if stream == "status":
-        buffer += chunk
-        return
-    room = cap - len(buffer)
-    buffer += chunk[:room]
-    if len(chunk) > room:
-        setattr(watch, f"{stream}_truncated", True)
-        watch.output_exceeded = True
-
-
-def _stop(proc: subprocess.Popen, status: bytes) -> None:
-    """Kill the sandbox's init: the kernel kills its whole pid namespace, then bwrap exits. Before
-    its pid is known, kill bwrap (the sandbox dies with its parent)."""
-    child = _child_pid(status)
-    if child is not None and proc.poll() is None:  # bwrap is still up: the pid is still its child's
-        try:
-            os.kill(child, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            pass
-    _kill_bwrap(proc)
-
-
-def _await_gone(uid: int, timeout_secs: float = 10.0) -> None:
-    """Wait until no process of ``uid`` is left (dying members of a killed pid namespace linger a
-    moment), killing any that still run; the uid is then free for the next run."""
-    deadline = time.monotonic() + timeout_secs
-    while True:
-        left = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if entry.stat().st_uid == uid:
-                        left.append(int(entry.name))
-                except OSError:  # gone meanwhile
-                    continue
-        if not left or time.monotonic() > deadline:
-            return
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
-
-
-def _kill_bwrap(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _status_docs(status: bytes) -> list[dict]:
-    docs = []
-    for line in status.decode(errors="replace").splitlines():
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-    return docs
-
-
-def _child_pid(status: bytes) -> int | None:
-    return next((int(d["child-pid"]) for d in _status_docs(status) if "child-pid" in d), None)
-
-
-def _exit_code(status: bytes) -> int | None:
-    """bwrap's ``exit-code`` (None: the program never ran, or bwrap was killed)."""
-    return next((int(d["exit-code"]) for d in _status_docs(status) if "exit-code" in d), None)

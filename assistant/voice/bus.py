@@ -6,6 +6,16 @@ background (``connect_async`` + ``loop_start``), reconnects with exponential bac
 (``reconnect_delay_set``) and subscribes again in every ``on_connect``. ``keep_alive_secs`` and
 ``max_inflight`` come from ``[voice.mqtt]``.
 
+Authentication and encryption also come from there: ``username``/``password`` (the broker's password
+file), and ``tls = true`` for TLS with the broker's certificate verified against ``ca_file`` (default:
+the system's CAs) and its host name (unless ``tls_insecure``), with an optional client certificate
+(``cert_file``/``key_file``). A TLS file that is missing or unusable is a ConfigError when the bus is
+built. A connection that fails is retried with back-off, and why it failed is kept in
+:attr:`VoiceBus.last_error` and logged: the broker's refusal (``Not authorized``: a wrong user name or
+password), or, for a failure before MQTT (paho does not say which), a direct probe of the address
+and the TLS handshake (:func:`probe_broker`: an untrusted certificate, a wrong host name, no TLS on
+that port).
+
 A message that is too large for its kind, malformed, or whose callback raises is dropped: the reason
 is logged and counted in ``dropped[(topic_kind, reason)]``; the network thread never sees an exception.
 """
@@ -14,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import socket
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -23,6 +35,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from assistant.config import MqttSettings
+from assistant.errors import ConfigError
 from assistant.voice.messages import (
     QOS,
     ControlAction,
@@ -58,6 +71,56 @@ def _ignore(*_args: object) -> None:
     return None
 
 
+def tls_context(settings: MqttSettings) -> ssl.SSLContext | None:
+    """The TLS context of ``settings`` (None without ``tls``); ConfigError naming the setting when a
+    file is missing or is not a certificate or key."""
+    if not settings.tls:
+        return None
+    files = {name: getattr(settings, name) for name in ("ca_file", "cert_file", "key_file")}
+    for name, path in files.items():
+        if path is not None and not path.expanduser().is_file():
+            raise ConfigError(f"voice.mqtt.{name} {path} does not exist or is not a file")
+    ca, cert, key = (str(p.expanduser()) if p is not None else None for p in files.values())
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError(f"voice.mqtt: the TLS files cannot be used ({exc}); ca_file must hold PEM CA "
+                          "certificates, cert_file/key_file a PEM certificate and its key") from None
+    context.check_hostname = not settings.tls_insecure
+    return context
+
+
+def probe_broker(settings: MqttSettings, timeout: float = 5.0) -> str | None:
+    """Why a connection to the broker fails below MQTT: the address, or the TLS handshake (None: both work)."""
+    where = f"{settings.host}:{settings.port}"
+    try:
+        sock = socket.create_connection((settings.host, settings.port), timeout=timeout)
+    except OSError as exc:
+        return f"the broker at {where} cannot be reached: {exc.strerror or exc}"
+    with sock:
+        context = tls_context(settings)
+        if context is None:
+            return None
+        try:
+            with context.wrap_socket(sock, server_hostname=settings.host):
+                return None
+        except ssl.SSLCertVerificationError as exc:
+            return (f"the TLS certificate of the broker at {where} is not trusted ({exc.verify_message}): set "
+                    "voice.mqtt.ca_file to the CA that signed it (and connect by the name it was issued for)")
+        except (ssl.SSLError, OSError) as exc:
+            return f"the TLS handshake with the broker at {where} failed ({exc}): is TLS enabled on that port?"
+
+
+def _refusal(reason_code: object) -> str:
+    """The broker's CONNACK refusal, with what to check for the authentication ones."""
+    text = str(reason_code)
+    hint = ("; check voice.mqtt.username and password" if text in ("Not authorized", "Bad user name or password")
+            else "")
+    return f"the broker refused the connection: {text}{hint}"
+
+
 class VoiceBus:
     """Typed callbacks in, typed publish methods out. Callbacks run on paho's network thread: keep them short."""
 
@@ -91,13 +154,20 @@ class VoiceBus:
         self._connected = threading.Event()
         self._streams = itertools.count(1)
         self._started = False
+        self.last_error: str | None = None  # why the last connection attempt failed (None once connected)
+        self._answered = False  # the broker answered this connection's CONNECT (accepting or refusing it)
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311)
         if settings.username is not None:
             client.username_pw_set(settings.username, settings.password)
+        context = tls_context(settings)
+        if context is not None:
+            client.tls_set_context(context)
+            client.tls_insecure_set(settings.tls_insecure)
         client.max_inflight_messages_set(settings.max_inflight)
         client.reconnect_delay_set(min_delay=max(1, round(reconnect_min_delay)),
                                    max_delay=max(1, round(reconnect_max_delay)))
         client.on_connect = self._handle_connect
+        client.on_connect_fail = self._handle_connect_fail
         client.on_disconnect = self._handle_disconnect
         client.on_subscribe = lambda *_args: self._connected.set()
         client.on_message = self._handle_message
@@ -129,18 +199,31 @@ class VoiceBus:
         self._connected.clear()
 
     def _handle_connect(self, client: mqtt.Client, _userdata, _flags, reason_code, _properties) -> None:
+        self._answered = True
         if reason_code.is_failure:
-            log.warning("voice bus: broker %s:%s refused the connection: %s", self.settings.host,
-                        self.settings.port, reason_code)
+            self.last_error = _refusal(reason_code)
+            log.warning("voice bus %s:%s: %s", self.settings.host, self.settings.port, self.last_error)
             return
+        self.last_error = None
         # "connected" means subscribed: set on the SUBACK, so nothing published after wait_connected is missed
         client.subscribe([(self.topics.pattern(kind), QOS[kind]) for kind in SUBSCRIBES[self.role]])
         log.info("voice bus connected to %s:%s as %s", self.settings.host, self.settings.port, self.role)
 
+    def _handle_connect_fail(self, _client, _userdata) -> None:
+        where = f"{self.settings.host}:{self.settings.port}"
+        self.last_error = probe_broker(self.settings) or f"could not connect to the broker at {where}"
+        log.warning("voice bus: %s; retrying with back-off", self.last_error)
+
     def _handle_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
         self._connected.clear()
+        if not self._answered:  # closed before any CONNACK: TLS expected, or not an MQTT broker
+            where = f"{self.settings.host}:{self.settings.port}"
+            self.last_error = probe_broker(self.settings) or (
+                f"the broker at {where} closed the connection before answering"
+                + ("" if self.settings.tls else " (a TLS port? then set tls = true)"))
+        self._answered = False
         if self._started:
-            log.warning("voice bus disconnected (%s); reconnecting with back-off", reason_code)
+            log.warning("voice bus disconnected (%s); reconnecting with back-off", self.last_error or reason_code)
 
     # --- inbound --------------------------------------------------------------------------------------
 

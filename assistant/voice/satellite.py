@@ -148,8 +148,9 @@ class Satellite:
         if not self.bus.wait_connected(self.connect_timeout):
             self.bus.stop()
             self._t0 = None
+            reason = getattr(self.bus, "last_error", None)
             raise SatelliteError(f"could not connect to the MQTT broker at {self.mqtt.host}:{self.mqtt.port} "
-                                 f"within {self.connect_timeout:g} s")
+                                 f"within {self.connect_timeout:g} s" + (f": {reason}" if reason else ""))
         self._emit(EventKind.CONNECTED, f"{self.mqtt.host}:{self.mqtt.port} as {self.origin}")
         self._heartbeat()
         self._heartbeats = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.room_id}",

@@ -10,7 +10,8 @@ Engines (chosen by ``[voice.speaker_id] engine``):
   aggregation (80-frame windows every 40 frames, each window's vector L2-normalised, the mean
   L2-normalised again). The STFT and window sizes are read from the model's own metadata.
   No ECAPA weights can be had offline and ``speechbrain`` breaks the torch install, hence this model.
-- ``remote``: the speaker companion service (``api.companions.speaker``) at ``url``, over httpx.
+- ``remote``: the speaker companion service (``api.companions.speaker``) at ``url``, over httpx; ``token``
+  is sent as a Bearer token.
 """
 
 from __future__ import annotations
@@ -198,13 +199,17 @@ class DVectorEmbedder:
 class RemoteEmbedder:
     """The speaker companion service: ``POST {url}/v1/embed`` with raw PCM, ``GET {url}/health``."""
 
-    def __init__(self, url: str, timeout_ms: int, *, client: Any = None):
+    def __init__(self, url: str, timeout_ms: int, *, client: Any = None, token: str | None = None):
         import httpx
 
         self.url = url.rstrip("/")
-        self._client = client or httpx.Client(base_url=self.url, timeout=timeout_ms / 1000)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._client = client or httpx.Client(base_url=self.url, timeout=timeout_ms / 1000, headers=headers)
         try:
             health = self._client.get("/health")
+            if health.status_code == 401:
+                raise ConfigError(f"speaker engine 'remote': the companion service at {self.url} refused the "
+                                  "token: set [voice.speaker_id] token to the service's token")
             health.raise_for_status()
             self.dim = int(health.json()["dim"])
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -247,7 +252,7 @@ def dvector_embedder(settings: SpeakerIdSettings) -> DVectorEmbedder:
 def remote_embedder(settings: SpeakerIdSettings) -> RemoteEmbedder:
     if not settings.url:
         raise ConfigError("speaker engine 'remote' needs [voice.speaker_id] url, e.g. http://127.0.0.1:8084")
-    return RemoteEmbedder(settings.url, settings.timeout_ms)
+    return RemoteEmbedder(settings.url, settings.timeout_ms, token=settings.token)
 
 
 ENGINES: Registry[SpeakerEmbedder] = Registry("speaker identification engine", {

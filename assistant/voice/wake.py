@@ -8,7 +8,7 @@ Engines (``voice.wake_word.engine``):
   is shared by all configured words; each word adds one small classifier. Detection ``at_s`` has 80 ms steps.
 - ``remote``: the wake-word companion service (``api.companions.wakeword``) at ``url``, over HTTP (httpx);
   ``stream_id`` (e.g. the room id) names the stream there. The service applies its own words and sensitivity;
-  the client keeps only detections of its configured words.
+  the client keeps only detections of its configured words. ``token`` is sent as a Bearer token.
 
 Decision rule: the models score every 80 ms of audio; a word is detected when its score is
 ``>= sensitivity`` (the sensitivity IS the score threshold, 0.0..1.0: higher means fewer false positives and
@@ -187,19 +187,22 @@ class RemoteWakeWord:
     service is unreachable, times out (``timeout_ms``) or answers with an error."""
 
     def __init__(self, url: str, stream_id: str, words: tuple[str, ...], timeout_ms: int,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None, *, token: str | None = None):
         import httpx
 
         if not STREAM_ID.fullmatch(stream_id):
             raise ConfigError(f"wake word stream id {stream_id!r} must match {STREAM_ID.pattern}")
         self.words = words
-        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_ms / 1000, transport=transport)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_ms / 1000, transport=transport,
+                                    headers=headers)
         self._path = f"/v1/streams/{stream_id}"
         try:
             served = self._request("GET", "/v1/words").json()["words"]
         except EngineError as exc:
             self._client.close()
-            raise ConfigError(f"wake word engine remote: {exc.message}") from None
+            hint = "; set [voice.wake_word] token to the service's token" if " 401: " in exc.message else ""
+            raise ConfigError(f"wake word engine remote: {exc.message}{hint}") from None
         missing = [w for w in words if w not in served]
         if missing:
             self._client.close()
@@ -249,4 +252,5 @@ def _remote(settings: WakeWordSettings, stream_id: str) -> RemoteWakeWord:
     if not settings.url:
         raise ConfigError("voice.wake_word.url is required when voice.wake_word.engine is 'remote' "
                           "(e.g. http://127.0.0.1:8083)")
-    return RemoteWakeWord(settings.url, stream_id, check_words(settings.words), settings.timeout_ms)
+    return RemoteWakeWord(settings.url, stream_id, check_words(settings.words), settings.timeout_ms,
+                          token=settings.token)

@@ -128,6 +128,10 @@ def test_a_late_subscriber_gets_the_whole_history_and_can_resume(env, sse) -> No
     assert again == whole
     resumed = sse(client.get(f"/v1/agentic/tasks/{task_id}/stream", headers={**auth, "Last-Event-ID": "3"}).text)
     assert resumed == whole[3:]
+    for absent in ("null", "", "undefined", "-1", "3.5", str(2**63)):  # not an event id: from the start
+        response = client.get(f"/v1/agentic/tasks/{task_id}/stream", headers={**auth, "Last-Event-ID": absent})
+        assert response.status_code == 200, (absent, response.text)
+        assert sse(response.text) == whole, absent
 
 
 def test_list_is_newest_first_and_only_the_callers(env, other_auth) -> None:

@@ -40,15 +40,18 @@ def test_ready_all_lists_every_service(client) -> None:
     assert response.status_code == 200
     body = response.json()
     services = body["services"]
-    assert set(services) == {"inference", "database", "cache", "messenger", "email", "calendar", "weather"}
+    assert set(services) == {"inference", "database", "cache", "messenger", "email", "calendar", "weather",
+                             "embedder"}
     assert set(services) == set(SERVICE_NAMES)
     for state in services.values():
-        assert set(state) == {"healthy", "latency_ms"}
-    assert services["inference"] == {"healthy": True, "latency_ms": 0}
+        assert set(state) == {"healthy", "latency_ms", "configured", "circuit"}
+    assert services["inference"] == {"healthy": True, "latency_ms": 0, "configured": True, "circuit": "closed"}
     assert services["database"]["healthy"] is True
+    assert services["database"]["circuit"] is None
     assert isinstance(services["database"]["latency_ms"], int)
+    assert services["embedder"]["healthy"] is True and services["embedder"]["circuit"] == "closed"
     for name in ("cache", "messenger", "email", "calendar", "weather"):  # not configured
-        assert services[name] == {"healthy": False, "latency_ms": None}
+        assert services[name] == {"healthy": False, "latency_ms": None, "configured": False, "circuit": None}
     assert set(body["latency_percentiles"]) == {"p50_ms", "p90_ms", "p99_ms"}
     assert body["status"] == "ok"
 
@@ -68,7 +71,8 @@ def test_ready_all_degraded_when_the_engine_is_down(make_settings, make_services
     response = make_client(services).get("/ready/all")
     assert response.status_code == 200
     body = response.json()
-    assert body["services"]["inference"] == {"healthy": False, "latency_ms": None}
+    assert body["services"]["inference"]["healthy"] is False
+    assert body["services"]["inference"]["latency_ms"] is None
     assert body["status"] != "ok"
 
 
@@ -99,5 +103,41 @@ def test_ready_all_probes_configured_weather_calendar_and_email(make_settings, m
         )
         body = make_client(make_services(settings, model)).get("/ready/all").json()["services"]
     assert body["weather"]["healthy"] is True and isinstance(body["weather"]["latency_ms"], int)
-    assert body["calendar"] == {"healthy": False, "latency_ms": None}
-    assert body["email"] == {"healthy": False, "latency_ms": None}
+    for name in ("calendar", "email"):  # configured, unreachable: the real state, not a canned one
+        assert body[name] == {"healthy": False, "latency_ms": None, "configured": True, "circuit": "closed"}
+    assert body["weather"]["circuit"] == "closed"
+
+
+def test_ready_all_is_cached_for_every_client(make_settings, make_services, make_client) -> None:
+    from tests.assistant.test_health_probe import CountingModel
+
+    model = CountingModel()
+    services = make_services(make_settings(server={"readiness_cache_secs": 3600}), model)
+    client = make_client(services)
+    for _ in range(5):
+        assert client.get("/ready/all").status_code == 200
+    assert services.probe.rounds == 1
+    assert model.probes == 1
+
+
+def test_ready_all_has_its_own_rate_limit(make_settings, make_services, make_client, model) -> None:
+    services = make_services(make_settings(server={"readiness_rpm": 3}, security={"rate_limit_enabled": False}),
+                             model)
+    client = make_client(services)
+    assert [client.get("/ready/all").status_code for _ in range(3)] == [200, 200, 200]
+    limited = client.get("/ready/all")
+    assert limited.status_code == 429
+    error = limited.json()["error"]
+    assert error["code"] == "RATE_LIMITED" and error["retry_after"] >= 1
+    assert int(limited.headers["retry-after"]) >= 1
+    assert client.get("/health").status_code == 200  # the other health routes are not limited by it
+
+
+def test_ready_all_shows_an_open_breaker(make_settings, make_services, make_client, model) -> None:
+    services = make_services(make_settings(server={"readiness_cache_secs": 3600, "circuit_failure_threshold": 1}),
+                             model)
+    client = make_client(services)
+    assert client.get("/ready/all").json()["services"]["inference"]["circuit"] == "closed"
+    services.breakers.get("inference").record_failure(RuntimeError("boom"))
+    body = client.get("/ready/all").json()  # the probe is cached; the breaker state is read fresh
+    assert body["services"]["inference"]["circuit"] == "open"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from uuid import UUID, uuid4
 
@@ -269,7 +270,7 @@ def test_another_users_memory_is_404_everywhere(client, auth, other_auth) -> Non
         ({"content": "", "summary": "s"}, "content"),
         ({"content": "   ", "summary": "s"}, "content"),
         ({"content": "x", "summary": "s", "memory_type": "opinion"}, "memory_type"),
-        ({"content": "x", "summary": "s", "memory_type": "ToolResult"}, "memory_type"),
+        ({"content": "x", "summary": "s", "memory_type": "Tool Result"}, "memory_type"),
         ({"summary": "s"}, "content"),
         ({"content": "x"}, "summary"),
         ({"content": "x", "summary": "s", "tags": "not-a-list"}, "tags"),
@@ -329,6 +330,20 @@ def test_memory_disabled_is_503(make_settings, make_services, make_client, metho
     error = response.json()["error"]
     assert error["code"] == "SERVICE_UNAVAILABLE"
     assert "memory" in error["message"]
+
+
+@pytest.mark.parametrize(("sent", "stored"), [
+    ("context", "Context"), ("Context", "Context"), ("CONTEXT", "Context"), ("tool_result", "ToolResult"),
+    ("ToolResult", "ToolResult"), ("TOOL_RESULT", "ToolResult"), ("fact", "Fact"), ("Preference", "Preference"),
+])
+def test_memory_type_is_read_ignoring_case_and_answered_in_the_stored_form(client, auth, sent: str,
+                                                                          stored: str) -> None:
+    response = client.post("/v1/memories", json={"content": "x", "summary": "s", "memory_type": sent}, headers=auth)
+    assert response.status_code == 201, response.text
+    assert response.json()["memory_type"] == stored
+    pattern = client.get("/api-docs/openapi.json").json()["components"]["schemas"]["MemoryCreate"]["properties"][
+        "memory_type"]["pattern"]
+    assert re.fullmatch(pattern, sent)
 
 
 # --- sealed values are bound to their row and user ---------------------------------------------------

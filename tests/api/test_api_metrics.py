@@ -80,3 +80,15 @@ def test_prometheus_exposition(client, auth) -> None:
 def test_metrics_need_no_key(client) -> None:
     assert client.get("/metrics").status_code == 200
     assert client.get("/metrics/prometheus").status_code == 200
+
+
+def test_prometheus_has_a_circuit_gauge_per_backend(client, services) -> None:
+    text = client.get("/metrics/prometheus").text
+    assert "# TYPE circuit_breaker_state gauge" in text
+    assert 'circuit_breaker_state{backend="inference"} 0.0' in text
+    assert 'circuit_breaker_state{backend="embedder"} 0.0' in text
+    breaker = services.breakers.get("inference")
+    for _ in range(breaker.failure_threshold):
+        breaker.record_failure("engine down")
+    text = client.get("/metrics/prometheus").text
+    assert 'circuit_breaker_state{backend="inference"} 2.0' in text

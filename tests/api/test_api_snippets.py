@@ -199,6 +199,14 @@ def test_resolved_view(client, auth) -> None:
     assert plain["resolved_content"] == plain["original_content"] == "Regards,\nAnn\n"
 
 
+def test_resolved_view_matches_the_longest_title_before_punctuation(client, auth) -> None:
+    create(client, auth, "Name", "Ann")
+    create(client, auth, "Name long", "Ann Smith")
+    root = create(client, auth, "Root", "Hello /snippet Name! Dear /snippet name LONG, bye /snippet Names")
+    body = client.get(f"/v1/snippets/{root['id']}/resolved", headers=auth).json()
+    assert body["resolved_content"] == "Hello Ann! Dear Ann Smith, bye /snippet Names [snippet not found]"
+
+
 def test_resolved_view_with_a_cycle_answers(client, auth) -> None:
     a = create(client, auth, "A", "a /snippet B")
     create(client, auth, "B", "b /snippet C")

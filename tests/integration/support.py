@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from api.cli import uvicorn_options
 from api.main import create_app
 from assistant.config import Settings
 from assistant.services import Services, build_services
@@ -26,7 +27,8 @@ class LiveServer:
         self.services = services
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(services), host="127.0.0.1", port=self.port, log_level="warning")
+        options = {**uvicorn_options(services.settings), "host": "127.0.0.1", "port": self.port, "log_level": "warning"}
+        config = uvicorn.Config(create_app(services), **options)  # as `assistant serve` runs it
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -1,9 +1,11 @@
-"""The catalog against the real shell, over HTTP (uvicorn on loopback, services built from settings):
-commands really run (echo, uname, a default entry), a sleep is killed at the timeout, 1 MB of
-output is capped, an entry that needs approval really does not run until approved and then runs
-exactly once (decided by another user's admin key, never the requester's), outputs are sealed on
-disk, and a deleted default stays deleted after a restart. Entries are made and deleted with an admin
-key; the user key of ``serve`` executes. No test asserts a duration."""
+"""The catalog against the real shell in the real sandbox, over HTTP (uvicorn on loopback, services
+built from settings): commands really run (echo, uname, a default entry), a sleep is killed at the
+timeout with everything it started, 1 MB of output is capped, an entry that needs approval really
+does not run until approved and then runs exactly once (decided by another user's admin key, never
+the requester's), outputs are sealed on disk, and a deleted default stays deleted after a restart.
+Entries are made and deleted with an admin key; the user key of ``serve`` executes. Commands run
+sandboxed, so their side effects are observed through the executions recorded, never through host
+files. No test asserts a duration."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ import pytest
 from assistant.catalog import DEFAULT_ENTRIES, current_os
 from assistant.config import Settings
 from assistant.services import build_services
+from assistant.tools.shell_sandbox import SCRIPT_PATH
 from tests.integration.support import LiveServer, serve
+from tests.integration.tools.sandbox_server import sandboxed_pids
 
 pytestmark = pytest.mark.integration
 
@@ -59,6 +63,9 @@ class Api:
     def execute(self, entry_id: str) -> httpx.Response:
         return self.http.post(f"{BASE}/{entry_id}/execute")
 
+    def executions(self, entry_id: str) -> list[dict]:
+        return self.http.get(f"{BASE}/executions", params={"catalog_id": entry_id}).json()
+
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
@@ -67,15 +74,6 @@ def api(tmp_path: Path) -> Iterator[Api]:
         client = Api(live, key)
         yield client
         client.close()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def test_commands_really_run(api: Api) -> None:
@@ -95,11 +93,11 @@ def test_a_default_entry_runs(api: Api) -> None:
     assert body["status"] == "completed" and body["stdout"].startswith(os.uname().sysname)
 
 
-def test_a_sleep_is_killed_at_the_timeout(api: Api, tmp_path: Path) -> None:
-    pid_file = tmp_path / "sleep.pid"
-    body = api.execute(api.entry(f"sleep 60 & echo $! > {pid_file}; wait")["id"]).json()
-    assert body["status"] == "timed_out" and body["exit_code"] is None
-    assert not alive(int(pid_file.read_text()))
+def test_a_sleep_is_killed_at_the_timeout(api: Api) -> None:
+    body = api.execute(api.entry("sleep 60 & echo started; wait")["id"]).json()
+    assert body["status"] == "timed_out" and body["exit_code"] is None and body["stdout"] == "started\n"
+    runner = api.live.services.catalog.runner.sandbox
+    assert sandboxed_pids(runner, SCRIPT_PATH) == []  # the background sleep died with the sandbox
 
 
 def test_a_megabyte_of_output_is_capped(api: Api) -> None:
@@ -108,41 +106,38 @@ def test_a_megabyte_of_output_is_capped(api: Api) -> None:
     assert body["stdout"] == "x" * CAP
 
 
-def test_nothing_runs_until_approved_then_exactly_once(api: Api, tmp_path: Path) -> None:
-    marker = tmp_path / "side-effect.txt"
-    entry = api.entry(f"echo ran >> {marker}", requires_approval=True)
+def test_nothing_runs_until_approved_then_exactly_once(api: Api) -> None:
+    entry = api.entry("echo ran", requires_approval=True)
     requested = api.execute(entry["id"])
     assert requested.status_code == 200 and requested.json()["status"] == "approval_required"
     approval_id = requested.json()["approval_id"]
     other = api.execute(entry["id"]).json()["approval_id"]  # a second request, denied below
-    assert not marker.exists()
+    assert api.executions(entry["id"]) == []
     pending = api.http.get("/v1/approvals", params={"status": "pending"}).json()
     assert {a["id"] for a in pending} == {approval_id, other}
-    assert not marker.exists()
 
     for own in (api.http, api.admin):  # the requester's user key and the requester's own admin key
         assert own.post(f"/v1/approvals/{approval_id}/approve").status_code == 403
-    assert not marker.exists()
+    assert api.executions(entry["id"]) == []
     approved = api.decider.post(f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"})
     assert approved.status_code == 200 and approved.json()["status"] == "completed"
-    assert marker.read_text() == "ran\n"
+    assert [e["stdout"] for e in api.executions(entry["id"])] == ["ran\n"]
     assert api.decider.post(f"/v1/approvals/{approval_id}/approve").status_code == 409
     assert api.decider.post(f"/v1/approvals/{other}/deny").status_code == 200
     assert api.decider.post(f"/v1/approvals/{other}/approve").status_code == 409
-    assert marker.read_text() == "ran\n"  # once
+    assert len(api.executions(entry["id"])) == 1  # once
     actions = [e["action"] for e in api.admin.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
     assert actions == ["denied", "execute", "approved", "approval_requested", "approval_requested", "created"]
     own = [e["action"] for e in api.http.get(f"{BASE}/audit", params={"catalog_id": entry["id"]}).json()]
     assert own == ["approval_requested", "approval_requested", "created"]  # a user key: its own user's events
 
 
-def test_a_high_risk_entry_does_not_run_without_approval(api: Api, tmp_path: Path) -> None:
-    marker = tmp_path / "high.txt"
-    entry = api.entry(f"touch {marker}", risk_level="high", requires_approval=False)
+def test_a_high_risk_entry_does_not_run_without_approval(api: Api) -> None:
+    entry = api.entry("echo high", risk_level="high", requires_approval=False)
     assert entry["requires_approval"] is True
     requested = api.execute(entry["id"])
     assert requested.status_code == 200 and requested.json()["status"] == "approval_required"
-    assert not marker.exists()
+    assert api.executions(entry["id"]) == []
 
 
 def test_outputs_are_sealed_on_disk_and_a_deleted_default_stays_deleted(tmp_path: Path) -> None:

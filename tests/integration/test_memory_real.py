@@ -218,6 +218,37 @@ def test_decay_over_simulated_days_through_the_store(real_settings: Settings, mi
     store.decay(user)
     assert store.get(user, pref.id).importance == pytest.approx(0.25)
     assert store.get(user, ctx.id).importance == pytest.approx(0.10)
+    # the clean-up: the Context memory has sat at its floor (= min_importance) since that run
+    t[0] += 29 * DAY
+    assert store.decay(user).cleaned_up == 0
+    t[0] += DAY
+    assert store.decay(user).cleaned_up == 1
+    assert store.get(user, ctx.id).memory_type is MemoryType.ARCHIVED
+    assert store.get(user, ctx.id).original_memory_type is MemoryType.CONTEXT
+    assert store.get(user, pref.id).memory_type is MemoryType.PREFERENCE  # floor 0.25 > 0.10: kept
+
+
+def test_rag_threshold_modes_with_minilm(real_settings: Settings, minilm, opened) -> None:  # noqa: ANN001
+    """MiniLM puts a question and the fact that answers it under cosine 0.5: the default "fused"
+    threshold lets the fact in (it shares the word "live"), the spec's "cosine" reading does not."""
+    services = build_services(real_settings, chat_model=ScriptedChatModel(), embedder=minilm)
+    opened.append(services)
+    fact, question = "My name is Zanzibar and I live in Reykjavik.", "Where do I live?"
+    vectors = minilm.embed([fact, question])
+    cosine = float(vectors[0] @ vectors[1])
+    assert 0.3 < cosine < 0.5, cosine
+
+    def retrieved(mode: str, threshold: float = 0.5) -> list[str]:
+        settings = real_settings.memory.model_copy(update={"rag_threshold_mode": mode, "rag_threshold": threshold})
+        store = MemoryStore(services.db, services.sealer, minilm, settings)
+        return [m.memory.content for m in store.retrieve_for_prompt(user, question)[1]]
+
+    user = str(uuid4())
+    services.memory.add(user, fact, memory_type="fact")
+    services.memory.add(user, "The car needs new winter tyres before December.")
+    assert retrieved("fused") == [fact]
+    assert retrieved("cosine") == []
+    assert retrieved("cosine", threshold=round(cosine, 2) - 0.01) == [fact]
 
 
 # --- HTTP: cross-user isolation ------------------------------------------------------------------

@@ -532,7 +532,7 @@ def test_with_a_selector_a_sub_agent_is_offered_only_the_tools_its_sub_task_is_a
     queue = InferenceQueue(model)
     service = AgenticService(AgenticSettings(), TaskStore(db, Sealer(KEY)), queue,
                              toolbox=Toolbox(ToolRegistry([get_weather, search_web])),
-                             tool_settings=ToolCallingSettings(), inference=InferenceSettings(max_tokens=64),
+                             tool_settings=ToolCallingSettings(selection="auto"), inference=InferenceSettings(max_tokens=64),
                              selector=ToolSelector(None))
     try:
         task = run(service.run(USER, "Weather, then a joke"))

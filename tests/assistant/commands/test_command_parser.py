@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from assistant.commands.grounding import UNCUED, grounding, has_words
 from assistant.commands.parser import (
     MODEL_SCHEMA,
     TOOL_NAME,
@@ -250,7 +251,8 @@ def test_nothing_understood(parser: CommandParser, model: ScriptedChatModel, rep
 def test_model_objects_are_checked_field_by_field(parser: CommandParser, model: ScriptedChatModel,
                                                   data: dict, command: dict, confidence: float) -> None:
     model.enqueue(tool_calls=[(TOOL_NAME, data)])
-    found = parse(parser, "something no pattern knows")
+    said = f"hmm {data['what']} {data['when']} outside"  # every word of the answer; "outside" cues weather
+    found = parse(parser, said)
     assert found.parsed and found.command == command and found.confidence == confidence
     assert found.requires_approval is (command["type"] in ("reminder", "task", "send_email", "calendar_event"))
 
@@ -277,3 +279,54 @@ def test_bad_input_is_a_validation_error(parser: CommandParser, text: str) -> No
     with pytest.raises(ValidationFailed) as caught:
         parse(parser, text)
     assert caught.value.details["fields"][0]["field"] == "input"
+
+
+# --- grounding, the fast path and the time bound ---------------------------------------------------
+
+
+@pytest.mark.parametrize("said", ["0", "0" * 1000, "12:30 !!", "? ? 42", "-", "x 1"])
+def test_a_sentence_without_words_never_reaches_the_model(parser: CommandParser, model: ScriptedChatModel,
+                                                          said: str) -> None:
+    assert parse(parser, said) == ParsedCommand(False, {"type": "unknown"}, 0.0, False, None)
+    assert model.calls == []
+
+
+def test_an_answer_the_sentence_does_not_contain_is_not_understood(parser: CommandParser,
+                                                                    model: ScriptedChatModel) -> None:
+    # What a small model answered for "0": the prompt's own example, with confidence 0.9.
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "Lunch with Sam", "when": "Friday at noon",
+                                           "type": "calendar_event", "confidence": 0.9})])
+    assert parse(parser, "zz qq") == ParsedCommand(False, {"type": "unknown"}, 0.0, False, "model")
+
+
+def test_confidence_is_the_share_of_the_answer_the_sentence_supports(parser: CommandParser,
+                                                                     model: ScriptedChatModel) -> None:
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "dentist appointment", "when": "next Tuesday",
+                                           "type": "task", "confidence": 0.8})])
+    found = parse(parser, "the dentist on Tuesday")  # "dentist" and "tuesday" of four words
+    assert found.parsed and found.command["title"] == "Dentist appointment"
+    assert found.confidence == 0.4  # 0.8 x 2/4
+
+
+def test_an_answer_without_fields_needs_a_cue_word_for_full_confidence(parser: CommandParser,
+                                                                       model: ScriptedChatModel) -> None:
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "", "when": "", "type": "weather", "confidence": 0.8})])
+    assert parse(parser, "will I need my umbrella").confidence == 0.8
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "", "when": "", "type": "weather", "confidence": 0.8})])
+    assert parse(parser, "hmm hmm").confidence == 0.2  # 0.8 x UNCUED
+
+
+def test_grounding_of_addresses_and_words() -> None:
+    assert grounding("send_email", "bob", None, "mail bob@x.org", ["bob@x.org"]) == 1.0
+    assert grounding("send_email", "bob", None, "mail bob", ["bob@x.org"]) == 0.0
+    assert grounding("task", "meet the team", None, "Meeting with the TEAM") == 1.0  # a stem, any case
+    assert grounding("task", "the", None, "zzz") == UNCUED  # stop words only: no fields
+    assert has_words("ok") and not has_words("4 2 ; x")
+
+
+def test_the_model_turn_is_bounded(queue: InferenceQueue, model: ScriptedChatModel) -> None:
+    parser = CommandParser(queue, BERLIN, clock=lambda: NOW, timeout_secs=0.2)
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "x", "when": "", "type": "task", "confidence": 1})],
+                  delay_secs=30)
+    with pytest.raises(ServiceUnavailableError, match="parse_timeout_secs"):
+        parse(parser, "something slow")

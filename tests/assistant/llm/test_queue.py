@@ -266,3 +266,91 @@ def test_closing_early_then_leaving_the_event_loop_does_not_wedge_the_queue() ->
     finally:
         queue.close()
     assert "".join(deltas) == "You said: next"
+
+
+# --- faults and the circuit breaker ------------------------------------------------------------
+
+
+def test_garbage_from_the_engine_is_an_upstream_error() -> None:
+    from assistant.testing.faults import FaultyChatModel
+
+    queue = InferenceQueue(FaultyChatModel(mode="garbage"), queue_timeout_secs=2)
+    try:
+        with pytest.raises(UpstreamError, match="instead of a stream event"):
+            asyncio.run(consume(queue, "x"))
+    finally:
+        queue.close()
+
+
+def test_repeated_engine_failures_open_the_breaker_and_it_answers_fast() -> None:
+    from assistant.breaker import CircuitBreaker, CircuitOpenError, CircuitState
+    from assistant.testing.faults import FaultyChatModel
+
+    clock = [0.0]
+    breaker = CircuitBreaker("inference", failure_threshold=2, reset_timeout_secs=30, clock=lambda: clock[0])
+    model = FaultyChatModel(mode="raise")
+    queue = InferenceQueue(model, queue_timeout_secs=2, breaker=breaker)
+
+    async def main():
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="CUDA error"):
+                await consume(queue, "x")
+        with pytest.raises(CircuitOpenError) as refused:
+            await consume(queue, "x")
+        assert refused.value.code == "SERVICE_UNAVAILABLE"
+        assert model.calls == 2  # refused without reaching the engine
+        clock[0] = 30.0  # cool-down over: one trial, the engine works again
+        model.mode = "ok"
+        return await consume(queue, "back")
+
+    try:
+        deltas, _ = asyncio.run(main())
+    finally:
+        queue.close()
+    assert "".join(deltas) == "You said: back"
+    assert breaker.state is CircuitState.CLOSED
+
+
+def test_validation_errors_and_queue_timeouts_do_not_count_against_the_engine() -> None:
+    from assistant.breaker import CircuitBreaker, CircuitState
+    from assistant.errors import ValidationFailed
+
+    model = ScriptedChatModel()
+    model.enqueue(error=ValidationFailed("prompt too long"))
+    breaker = CircuitBreaker("inference", failure_threshold=1)
+    queue = InferenceQueue(model, queue_timeout_secs=2, breaker=breaker)
+    try:
+        with pytest.raises(ValidationFailed):
+            asyncio.run(consume(queue, "x"))
+    finally:
+        queue.close()
+    assert breaker.state is CircuitState.CLOSED
+
+
+def test_a_hung_engine_gives_503_at_the_deadline_and_refuses_new_work_until_it_ends() -> None:
+    from assistant.testing.faults import FaultyChatModel
+
+    model = FaultyChatModel(mode="hang", hang_secs=30)
+    queue = InferenceQueue(model, queue_timeout_secs=30, request_timeout_secs=0.2, stop_grace_secs=0.2)
+
+    async def main():
+        with pytest.raises(ServiceUnavailableError, match="did not answer within 0.2 s"):
+            await consume(queue, "x")
+        assert queue.hung
+        with pytest.raises(ServiceUnavailableError, match="stuck"):
+            await consume(queue, "y")  # at once, not after the 30 s queue timeout
+        assert model.calls == 1
+        model.mode = "ok"
+        model.release()
+        for _ in range(200):
+            if not queue.hung:
+                break
+            await asyncio.sleep(0.05)
+        return await consume(queue, "after")
+
+    try:
+        deltas, _ = asyncio.run(main())
+    finally:
+        model.release()
+        queue.close()
+    assert "".join(deltas) == "You said: after"

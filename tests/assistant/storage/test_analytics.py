@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -65,8 +66,13 @@ def test_buffer_flushes_itself_when_full(tmp_path: Path, monkeypatch: pytest.Mon
     try:
         for v in (1, 2, 3):
             a.record("request", "/x", v)
+        for _ in range(200):  # written by the background thread, soon, without any read
+            if not a._pending:
+                break
+            time.sleep(0.05)
         assert a._pending == []
-        assert a._conn.execute("SELECT count(*) FROM latency").fetchone()[0] == 3
+        with a._lock:
+            assert a._conn.execute("SELECT count(*) FROM latency").fetchone()[0] == 3
     finally:
         a.close()
 
@@ -126,3 +132,31 @@ def test_export_parquet_to_a_path_with_a_quote(analytics: Analytics, tmp_path: P
     analytics.record("request", "/x", 1.0)
     out = analytics.export_parquet(directory / "latency.parquet")
     assert out.is_file()
+
+
+def test_record_never_writes_on_the_callers_thread(tmp_path) -> None:  # noqa: ANN001
+    """The middleware records on the event loop: a slow or busy DuckDB must not stall it."""
+    import threading
+
+    from assistant.storage import analytics as module
+
+    a = Analytics(tmp_path / "busy.duckdb", flush_interval_secs=3600)
+    try:
+        with a._lock:  # the connection is busy (a long flush or a percentile query elsewhere)
+            done = threading.Event()
+
+            def record_many() -> None:
+                for i in range(module.FLUSH_EVERY + 10):
+                    a.record("request", "/x", float(i))
+                done.set()
+
+            threading.Thread(target=record_many).start()
+            assert done.wait(10), "record waited for the database"
+        for _ in range(200):  # the background thread writes the full batch without any read
+            if not a._pending:
+                break
+            time.sleep(0.05)
+        assert a._pending == []
+        assert a.percentiles("request").count == module.FLUSH_EVERY + 10
+    finally:
+        a.close()

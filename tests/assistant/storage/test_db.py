@@ -141,3 +141,72 @@ def test_parent_directories_are_created(tmp_path: Path) -> None:
         assert (tmp_path / "a" / "b" / "c.db").is_file()
     finally:
         nested.close()
+
+
+def test_a_full_database_is_a_503_and_keeps_what_it_had(tmp_path) -> None:  # noqa: ANN001
+    """SQLITE_FULL (a full disk; here the page limit) rolls the statement back and says so."""
+    import pytest
+
+    from assistant.errors import ServiceUnavailableError
+    from assistant.storage.db import Database, StorageFullError
+
+    db = Database(tmp_path / "full.db", load_vec=False, migrate=False)
+    try:
+        db.execute("CREATE TABLE t (v TEXT)")
+        db.execute("INSERT INTO t VALUES ('kept')")
+        db.execute(f"PRAGMA max_page_count = {db.scalar('PRAGMA page_count') + 2}")
+        with pytest.raises(StorageFullError, match="full") as caught:
+            with db.transaction():
+                for _ in range(100):
+                    db.execute("INSERT INTO t VALUES (?)", ("x" * 4000,))
+        assert isinstance(caught.value, ServiceUnavailableError)
+        assert db.query("SELECT v FROM t") == [{"v": "kept"}]  # the whole transaction rolled back
+        with pytest.raises(StorageFullError):
+            db.executemany("INSERT INTO t VALUES (?)", [("y" * 4000,)] * 100)
+        assert db.scalar("SELECT count(*) FROM t") == 1
+    finally:
+        db.close()
+
+
+def test_reads_use_a_connection_per_thread_and_never_wait_for_the_writer(tmp_path) -> None:  # noqa: ANN001
+    import threading
+
+    from assistant.storage.db import Database
+
+    db = Database(tmp_path / "r.db", load_vec=False, migrate=False)
+    try:
+        db.execute("CREATE TABLE t (v INTEGER)")
+        db.execute("INSERT INTO t VALUES (1)")
+        seen: list[object] = []
+        with db.transaction():  # the writer is busy (and holds its lock) in this thread
+            db.execute("INSERT INTO t VALUES (2)")
+            assert db.scalar("SELECT count(*) FROM t") == 2  # this transaction sees its own write
+            reader = threading.Thread(target=lambda: seen.append(db.scalar("SELECT count(*) FROM t")))
+            reader.start()
+            reader.join(10)
+            assert not reader.is_alive(), "a read waited for the writer"
+        assert seen == [1]  # the other thread read the committed state, without waiting
+        done: list[object] = []
+        later = threading.Thread(target=lambda: done.append(db.scalar("SELECT count(*) FROM t")))
+        later.start()
+        later.join(10)
+        assert done == [2]  # a commit is visible to the next read of any thread
+        assert db.scalar("SELECT count(*) FROM t") == 2  # also to this thread's reader after its own write
+        db.execute("INSERT INTO t VALUES (3)")
+        assert db.scalar("SELECT max(v) FROM t") == 3
+    finally:
+        db.close()
+
+
+def test_a_writing_statement_through_query_goes_to_the_writer(tmp_path) -> None:  # noqa: ANN001
+    from assistant.storage.db import Database
+
+    db = Database(tmp_path / "w.db", load_vec=False, migrate=False)
+    try:
+        db.execute("CREATE TABLE t (v INTEGER)")
+        assert db.query("INSERT INTO t VALUES (7) RETURNING v") == [{"v": 7}]
+        assert db.query("DELETE FROM t WHERE v = 7 RETURNING v") == [{"v": 7}]
+        assert db.scalar("SELECT count(*) FROM t") == 0
+    finally:
+        db.close()
+    assert db._readers is not None and len(db._readers) == 0  # closed with the database

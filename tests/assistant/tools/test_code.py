@@ -202,7 +202,7 @@ def test_messages_name_the_limit() -> None:
 def test_the_command_binds_only_the_base_interpreter_read_only() -> None:
     runner = BubblewrapRunner(LIMITS, bwrap="/usr/bin/bwrap")
     assert Path(sys.base_prefix) in (runner.python.parents if runner.prefix is None else [runner.prefix])
-    argv = runner.command(7, 8, 1_000_000_123)
+    argv = runner.command({"/code/main.py": 7}, 8, 1_000_000_123)
     binds = [(a, argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a.endswith("bind")]
     assert ("--ro-bind", "/usr", "/usr") in binds
     assert all(kind == "--ro-bind" for kind, _, _ in binds)

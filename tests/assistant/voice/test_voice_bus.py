@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime
 
 import paho.mqtt.client as mqtt
 import pytest
 
 from assistant.config import MqttSettings
-from assistant.voice.bus import VoiceBus
+from assistant.voice.bus import VoiceBus, _refusal, probe_broker, tls_context
 from assistant.voice.messages import (
     ControlAction,
     ControlMessage,
@@ -138,3 +139,36 @@ def test_a_failing_callback_is_counted_not_raised():
     bus = VoiceBus(MqttSettings(), on_status=boom)
     deliver(bus, "assistant/status/kitchen", StatusMessage("kitchen", AT).to_bytes())
     assert bus.dropped == {("status", "callback_error"): 1}
+
+
+# --- credentials and TLS settings (the real broker: tests/integration/voice/test_voice_bus_tls_real.py) ------
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"ca_file": "/x.pem"}, "need tls = true"),
+    ({"tls_insecure": True}, "need tls = true"),
+    ({"tls": True, "key_file": "/k.pem"}, "key_file needs cert_file"),
+    ({"password": "secret"}, "password needs username"),
+])
+def test_inconsistent_mqtt_settings_are_refused(fields: dict, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        MqttSettings(**fields)
+
+
+def test_credentials_and_tls_reach_the_client() -> None:
+    assert tls_context(MqttSettings()) is None
+    secure = tls_context(MqttSettings(tls=True))
+    assert secure is not None and secure.check_hostname and secure.verify_mode.name == "CERT_REQUIRED"
+    assert tls_context(MqttSettings(tls=True, tls_insecure=True)).check_hostname is False  # type: ignore[union-attr]
+    bus = VoiceBus(MqttSettings(username="voice", password="s3cret", tls=True))
+    assert (bus._client._username, bus._client._password) == (b"voice", b"s3cret")
+    assert bus._client._ssl_context is not None and bus.last_error is None
+
+
+def test_a_refusal_and_an_unreachable_broker_are_named() -> None:
+    assert _refusal("Not authorized").endswith("Not authorized; check voice.mqtt.username and password")
+    assert _refusal("Server unavailable") == "the broker refused the connection: Server unavailable"
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert "cannot be reached" in (probe_broker(MqttSettings(port=port), timeout=2) or "")

@@ -302,7 +302,7 @@ def test_an_empty_transcript_ends_the_session(rig: Rig) -> None:
 
 
 def test_playback_falls_back_to_a_timer_without_playback_done(rig: Rig, monkeypatch) -> None:
-    monkeypatch.setattr("assistant.voice.pipeline.PLAYBACK_GRACE_S", 0.05)
+    monkeypatch.setattr("assistant.voice.worker.PLAYBACK_GRACE_S", 0.05)
     rig.utterance()
     wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
     assert next(e for e in rig.pipeline.runs[-1].events if e.kind == "playback_done").source == "timer"

@@ -1,5 +1,6 @@
 """A TCP server on a free loopback port of the host that records every connection it accepts: the
-target of the sandbox's network-escape test (a program in the sandbox must not reach it).
+target of the sandbox's network-escape test (a program in the sandbox must not reach it); and
+:func:`sandboxed_pids`, the host processes a runner's sandboxes left behind.
 
 Import the fixture explicitly:
 ``from tests.integration.tools.sandbox_server import host_listener_fixture  # noqa: F401`` (it is
@@ -12,8 +13,31 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+
+from assistant.tools.sandbox import BubblewrapRunner
+
+
+def sandboxed_pids(runner: BubblewrapRunner, program: str) -> list[int]:
+    """Host pids of programs still running from ``runner``'s sandboxes: as root, those owned by its
+    uids (other test processes may be running sandboxes too); otherwise those whose command line
+    names ``program`` (e.g. ``/code/main.py``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if runner.privileged:
+                mine = runner.uids.base <= entry.stat().st_uid < runner.uids.base + 1000
+            else:
+                mine = program.encode() in (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if mine:
+            found.append(int(entry.name))
+    return found
 
 
 @dataclass

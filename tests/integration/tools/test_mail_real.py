@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from assistant.config import Settings
-from assistant.tools import mail
+from assistant.tools import mail_imap
 from assistant.tools.base import CapabilityDeps, ToolContext, ToolError
 from assistant.tools.catalog import Toolbox, build_toolbox
 from assistant.tools.mail import CAPABILITY, DRAFTS_CAPABILITY, ImapSmtpMail, draft_email, search_emails, send_email
@@ -192,7 +192,7 @@ def test_servers_without_sort_or_literal_plus(ctx: ToolContext, inbox: DovecotSe
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Without SORT the newest arrivals come first; without LITERAL+/- non-ASCII words are refused."""
     plain_imap4 = {"IMAP4REV1", "AUTH=PLAIN"}
-    monkeypatch.setattr(mail, "_capabilities", lambda conn: plain_imap4)
+    monkeypatch.setattr(mail_imap, "_capabilities", lambda conn: plain_imap4)
     assert _subjects(search_emails(ctx, {"query": "garden"})) == ["Re: garden tools", "Garden party on Saturday"]
     assert _subjects(search_emails(ctx, {"limit": 2})) == ["Bericht für Müller", "Re: garden tools"]
     with pytest.raises(ToolError, match="cannot search for non-ASCII words"):

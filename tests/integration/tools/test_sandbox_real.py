@@ -19,7 +19,11 @@ from assistant.tools import code
 from assistant.tools.base import CapabilityDeps, CapabilityUnavailable
 from assistant.tools.catalog import build_toolbox
 from assistant.tools.sandbox import BubblewrapRunner, RunResult, RunStatus, SandboxLimits, SandboxUnavailable
-from tests.integration.tools.sandbox_server import HostListener, host_listener_fixture  # noqa: F401
+from tests.integration.tools.sandbox_server import (  # noqa: F401
+    HostListener,
+    host_listener_fixture,
+    sandboxed_pids,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -58,22 +62,7 @@ def runner(make_runner: Runner) -> BubblewrapRunner:
 
 
 def sandboxed_processes(runner: BubblewrapRunner) -> list[int]:
-    """Host pids of programs still running from ``runner``'s sandboxes: as root, those owned by its
-    uids (other test processes may be running sandboxes too); otherwise those running /code/main.py."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if runner.privileged:
-                mine = runner.uids.base <= entry.stat().st_uid < runner.uids.base + 1000
-            else:
-                mine = b"/code/main.py" in (entry / "cmdline").read_bytes()
-        except OSError:  # gone meanwhile
-            continue
-        if mine:
-            found.append(int(entry.name))
-    return found
+    return sandboxed_pids(runner, "/code/main.py")
 
 
 def report(result: RunResult) -> dict:

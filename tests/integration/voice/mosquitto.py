@@ -1,4 +1,7 @@
-"""A real mosquitto broker on a free loopback port, started per test and stopped by its PID."""
+"""A real mosquitto broker on a free loopback port, started per test and stopped by its PID; with
+``users`` it requires a password (a mosquitto_passwd file), with ``tls`` its listener speaks only TLS
+(certificates from :mod:`tests.integration.voice.certs`), with ``require_certificate`` also a client
+certificate signed by the same CA."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.support import free_port
+from tests.integration.voice.certs import Certificates
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 MOSQUITTO_PASSWD = "/usr/bin/mosquitto_passwd"
@@ -27,6 +31,8 @@ class Mosquitto:
     port: int = field(default_factory=free_port)
     users: dict[str, str] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    tls: Certificates | None = None
+    require_certificate: bool = False
     process: subprocess.Popen | None = None
 
     @property
@@ -37,6 +43,9 @@ class Mosquitto:
     def _write_config(self) -> Path:
         lines = [f"listener {self.port} {self.host}", "persistence false",
                  f"log_dest file {self.root / 'mosquitto.log'}", "log_type all"]
+        if self.tls is not None:
+            lines += [f"cafile {self.tls.ca}", f"certfile {self.tls.server.cert}", f"keyfile {self.tls.server.key}",
+                      f"require_certificate {'true' if self.require_certificate else 'false'}"]
         if os.geteuid() == 0:
             lines.append(f"user {getpass.getuser()}")
         if self.users:
