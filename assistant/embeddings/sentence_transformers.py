@@ -48,8 +48,9 @@ def model_dir(name: str) -> Path:
 class SentenceTransformerEmbedder:
     id = "sentence-transformers"
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", dimension: int | None = None):
+    def __init__(self, model: str = "all-MiniLM-L6-v2", dimension: int | None = None, threads: int | None = None):
         self.model_name = model
+        self.threads = threads
         self.dimension = dimension or PACKAGED.get(model, (None, 384))[1]
         self._model = None
         self._lock = threading.Lock()  # held while encoding
@@ -61,6 +62,11 @@ class SentenceTransformerEmbedder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
             from sentence_transformers import SentenceTransformer
+
+            if self.threads is not None:  # process-wide in torch (memory.embedding_threads)
+                import torch
+
+                torch.set_num_threads(self.threads)
 
             self._model = SentenceTransformer(str(model_dir(self.model_name)), device="cpu", local_files_only=True)
             self.dimension = int(self._model.get_embedding_dimension()) if hasattr(
@@ -112,4 +118,5 @@ class SentenceTransformerEmbedder:
 
 
 def create(settings: MemorySettings, base_url: str | None = None) -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(settings.embedding_model, settings.embedding_dimension)
+    return SentenceTransformerEmbedder(settings.embedding_model, settings.embedding_dimension,
+                                       settings.embedding_threads)
