@@ -80,6 +80,8 @@ def serve(
     from api.main import create_app
 
     settings = load_settings(config, data_dir, host=host, port=port)
+    if config is not None:  # catalog commands never see the config file, wherever it is (catalog/executor.py)
+        settings.commands.hidden_paths = [*settings.commands.hidden_paths, config.expanduser().resolve()]
     services = _open_services(settings)
     health = services.probe.inference()  # loads the embedded model now, not on the first request
     if not health.healthy:

@@ -96,9 +96,9 @@ def rotate_memory_key(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> 
     """Re-encrypt every sealed value with a new memory key, in one transaction; stop the server
     first. Killed half-way, the next start (or a rerun) finishes or rolls it back."""
     from api.cli import fail, load_settings
+    from assistant.rekey import rotate_memory_key as rotate
     from assistant.services import DB_FILE, key_path
     from assistant.storage.db import Database
-    from assistant.storage.memory_key import rotate_memory_key as rotate
 
     settings = load_settings(config, data_dir)
     kill_after = int(os.environ.get(KILL_AFTER_ENV, "0"))

@@ -21,6 +21,7 @@ subkey derived from the same key), so a keyword index can match equal words with
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -57,8 +58,9 @@ class SealContext:
     user_id: str | None = ""
 
     def aad(self) -> bytes:
-        parts = ("assistant-seal-v1", self.table, self.column, str(self.row_id), str(self.user_id or ""))
-        return "\x00".join(parts).encode("utf-8")
+        """The associated data: a JSON array, so no two places share one (fields cannot run together)."""
+        parts = ["assistant-seal-v1", self.table, self.column, str(self.row_id), str(self.user_id or "")]
+        return json.dumps(parts, separators=(",", ":")).encode("utf-8")
 
     def describe(self) -> str:
         return f"{self.table}.{self.column} of row {self.row_id}"

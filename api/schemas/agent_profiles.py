@@ -67,7 +67,8 @@ class AgentProfileCreate(BaseModel):
     name: str = Field(min_length=1, max_length=NAME_MAX, description=NAME_DOC, json_schema_extra=NAME_SCHEMA)
     role: str = Field("", max_length=MAX_ROLE_CHARS, description="What the agent does.")
     emoji: str = Field("", max_length=MAX_EMOJI_CHARS)
-    skills: list[Skill] = Field(default_factory=list, max_length=MAX_SKILLS, description=SKILLS_DOC)
+    skills: list[Skill] = Field(default_factory=list, max_length=MAX_SKILLS, description=SKILLS_DOC,
+                                json_schema_extra={"uniqueItems": True})
     style: StyleIn = Field(default_factory=StyleIn)
     system_prompt_template: str = Field("", max_length=MAX_TEMPLATE_CHARS, description=TEMPLATE_DOC)
     inference_overrides: InferenceOverridesIn = Field(default_factory=InferenceOverridesIn)
@@ -85,37 +86,39 @@ class AgentProfileCreate(BaseModel):
 class StylePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    tone: str | None = Field(None, max_length=MAX_TONE_CHARS)
-    verbosity: VerbosityValue | None = None
-    reasoning_depth: DepthValue | None = None
+    tone: str = Field(None, max_length=MAX_TONE_CHARS)
+    verbosity: VerbosityValue = Field(None)
+    reasoning_depth: DepthValue = Field(None)
 
-    @field_validator("tone", "verbosity", "reasoning_depth")
+    @field_validator("tone", "verbosity", "reasoning_depth", mode="before")
     @classmethod
-    def _not_null(cls, value: str | None) -> str:
+    def _not_null(cls, value: object) -> object:
         if value is None:  # only an explicit null reaches here: omitted fields are not validated
             raise ValueError("must not be null")
         return value
 
 
 class AgentProfileUpdate(BaseModel):
-    """Only the supplied fields change; `style` and `inference_overrides` are merged key by key."""
+    """Only the supplied fields change; `style` and `inference_overrides` are merged key by key. A
+    field is omitted to keep it: `null` is refused (the schema types carry no null), except inside
+    `inference_overrides`, where `null` clears an override."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=NAME_MAX, description=NAME_DOC,
-                             json_schema_extra=NAME_SCHEMA)
-    role: str | None = Field(None, max_length=MAX_ROLE_CHARS)
-    emoji: str | None = Field(None, max_length=MAX_EMOJI_CHARS)
-    skills: list[Skill] | None = Field(None, max_length=MAX_SKILLS, description=SKILLS_DOC)
-    style: StylePatch | None = None
-    system_prompt_template: str | None = Field(None, max_length=MAX_TEMPLATE_CHARS, description=TEMPLATE_DOC)
-    inference_overrides: InferenceOverridesIn | None = Field(
+    name: str = Field(None, min_length=1, max_length=NAME_MAX, description=NAME_DOC, json_schema_extra=NAME_SCHEMA)
+    role: str = Field(None, max_length=MAX_ROLE_CHARS)
+    emoji: str = Field(None, max_length=MAX_EMOJI_CHARS)
+    skills: list[Skill] = Field(None, max_length=MAX_SKILLS, description=SKILLS_DOC,
+                                json_schema_extra={"uniqueItems": True})
+    style: StylePatch = Field(None)
+    system_prompt_template: str = Field(None, max_length=MAX_TEMPLATE_CHARS, description=TEMPLATE_DOC)
+    inference_overrides: InferenceOverridesIn = Field(
         None, description="Supplied keys only; a key set to null clears that override."
     )
-    autonomy_level: AutonomyValue | None = None
+    autonomy_level: AutonomyValue = Field(None)
 
     @field_validator("name", "role", "emoji", "skills", "style", "system_prompt_template", "inference_overrides",
-                     "autonomy_level")
+                     "autonomy_level", mode="before")
     @classmethod
     def _not_null(cls, value: object) -> object:
         if value is None:  # only an explicit null reaches here: omitted fields are not validated

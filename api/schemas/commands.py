@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.schemas.common import NOT_BLANK
+from api.schemas.common import NOT_BLANK, one_of_ignoring_case
 from assistant.commands.parser import MAX_INPUT_CHARS, CommandType
 from assistant.commands.service import COMMANDS, CommandResult, Status
 
@@ -17,7 +17,8 @@ PARSED_TYPES = ", ".join(f"`{t.value}`" for t in CommandType)
 class CommandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    command: str = Field(max_length=100, description=f"One of {COMMAND_NAMES} (case-insensitive).")
+    command: str = Field(max_length=100, description=f"One of {COMMAND_NAMES} (case-insensitive).",
+                         json_schema_extra={"pattern": one_of_ignoring_case(list(COMMANDS), padding=True)})
     args: dict[str, Any] | None = Field(
         None, description="The command's arguments: `weather` takes `location` (string), `calendar` `days` "
                           "(integer 1..366, default 1), `emails` `count` (integer 1..50, default 10), `briefing` "

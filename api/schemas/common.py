@@ -11,6 +11,15 @@ ONE_LINE = f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$"
 """One line, not blank, without control characters (room names, snippet titles); ECMA-262 syntax."""
 
 
+def one_of_ignoring_case(names: list[str] | set[str], padding: bool = False) -> str:
+    """A JSON Schema ``pattern`` matching any of ``names`` in any case (an ``enum`` cannot ignore
+    case, and ``(?i)`` is not ECMA-262, so each letter is a class); ``padding``: spaces around too."""
+    options = "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in name)
+                       for name in sorted(names))
+    space = "\\s*" if padding else ""
+    return f"^{space}(?:{options}){space}$"
+
+
 class FieldError(BaseModel):
     field: str
     error: str

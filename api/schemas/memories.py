@@ -2,18 +2,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.schemas.common import NOT_BLANK
+from api.schemas.common import NOT_BLANK, one_of_ignoring_case
 from assistant.memory.store import MAX_CONTENT_CHARS, MAX_TAGS
 from assistant.memory.types import CREATABLE, Memory
 
 REQUEST_TYPES = [t.request_value for t in CREATABLE]
 STORED_TYPES = [t.value for t in CREATABLE]
-# Case-insensitive: "context", "Context", "CONTEXT", "tool_result", "ToolResult" (a JSON Schema pattern, since
-# an enum cannot say "ignoring case"; (?i) is not ECMA-262, so each letter is a class).
-TYPE_PATTERN = "^(?:" + "|".join(
-    "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in name)
-    for name in sorted({*REQUEST_TYPES, *(t.replace("_", "") for t in REQUEST_TYPES)})
-) + ")$"
+# Case-insensitive: "context", "Context", "CONTEXT", "tool_result", "ToolResult".
+TYPE_PATTERN = one_of_ignoring_case({*REQUEST_TYPES, *(t.replace("_", "") for t in REQUEST_TYPES)})
 
 
 class MemoryCreate(BaseModel):

@@ -26,11 +26,12 @@ class SnippetCreate(BaseModel):
 class SnippetUpdate(BaseModel):
     """Only the fields present change; `null` is refused (omit a field to keep it)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # At least one field; each a string when present (the schema says so: no `null`).
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    title: str | None = Field(None, description=TITLE,
-                              json_schema_extra={"maxLength": MAX_TITLE_CHARS, "pattern": ONE_LINE})
-    content: str | None = Field(None, description=CONTENT, json_schema_extra={"maxLength": MAX_CONTENT_CHARS})
+    title: str = Field(None, description=TITLE,
+                       json_schema_extra={"maxLength": MAX_TITLE_CHARS, "pattern": ONE_LINE})
+    content: str = Field(None, description=CONTENT, json_schema_extra={"maxLength": MAX_CONTENT_CHARS})
 
     @field_validator("title", "content", mode="before")
     @classmethod

@@ -171,8 +171,8 @@ class CommandsSettings(Section):
     cpu_time_secs: float = Field(10, gt=0, le=3600)  # RLIMIT_CPU of the command's processes
     memory_mb: int = Field(512, ge=32, le=65_536)  # RLIMIT_AS per process; also the /work tmpfs size
     max_processes: int = Field(64, ge=4, le=4096)  # RLIMIT_NPROC of the sandbox's user
-    # more paths the sandbox must hide (the data directory, the key file, the home directory and
-    # /etc/assistant always are): a config file under /etc, say
+    # more paths the sandbox must hide (the data directory, the key file, the home directory, the
+    # file given to `serve --config` and /etc/assistant always are)
     hidden_paths: list[Path] = Field(default_factory=list)
     seed_defaults: bool = True  # create the default entries on first start
     default_location: str | None = None  # the weather/briefing place when args.location is omitted

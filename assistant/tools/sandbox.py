@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from assistant.tools import sandbox_watch
 
@@ -208,23 +208,27 @@ def base_interpreter() -> Path:
 
 class UidPool:
     """Distinct unprivileged uids for the concurrent runs of this process (RLIMIT_NPROC counts per
-    uid); ``base`` is offset by the pid so that two processes rarely share one."""
+    uid, and a finished run kills whatever its uid still runs); ``base`` is offset by the pid so that
+    two processes rarely share one. The uids in use are shared by every pool of the process (the code
+    tool's and the command catalog's sandboxes run side by side): a uid is an OS-wide resource, so
+    this one piece of state is the process's, not a pool's."""
+
+    _in_use: ClassVar[set[int]] = set()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, base: int = UID_BASE):
         self.base = base + (os.getpid() % 1_000_000) * 1000
-        self._busy: set[int] = set()
-        self._lock = threading.Lock()
 
     @contextmanager
     def lease(self) -> Iterator[int]:
         with self._lock:
-            slot = next(i for i in range(1000) if i not in self._busy)  # never 1000 runs at once
-            self._busy.add(slot)
+            uid = next(self.base + i for i in range(1000) if self.base + i not in self._in_use)  # never 1000 at once
+            self._in_use.add(uid)
         try:
-            yield self.base + slot
+            yield uid
         finally:
             with self._lock:
-                self._busy.discard(slot)
+                self._in_use.discard(uid)
 
 
 class BubblewrapRunner:

@@ -61,7 +61,10 @@ def decode_audio(data: bytes | Path | str) -> bytes:
     try:
         samples, rate = soundfile.read(source, dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError) as exc:
-        raise ValueError(f"not a readable WAV or FLAC file: {exc}") from None
+        # libsndfile's message names the file object ("Error opening <_io.BytesIO object at 0x…>: ...");
+        # keep only its reason, which is what a client can act on.
+        reason = str(getattr(exc, "error_string", "") or exc).split(": ", 1)[-1]
+        raise ValueError(f"not a readable WAV or FLAC file: {reason}") from None
     return float_to_pcm(resample(samples.mean(axis=1), int(rate), SAMPLE_RATE))
 
 

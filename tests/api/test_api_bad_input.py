@@ -8,7 +8,6 @@ error envelope, never a 5xx; and nothing is stored half-way: afterwards every li
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,9 +36,8 @@ LISTS = ["/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/commands/cat
 
 
 def admin_key(services: Services) -> str:
-    """A key that may do everything (an admin key once keys have roles)."""
-    extra = {"role": "admin"} if "role" in inspect.signature(services.keys.create).parameters else {}
-    return services.keys.create("admin", **extra)[0]
+    """A key that may do everything."""
+    return services.keys.create("admin", role="admin")[0]
 
 
 @pytest.fixture

@@ -189,6 +189,36 @@ def test_parse_nothing_understood(client, auth) -> None:
                     "source": "model"}
 
 
+@pytest.mark.parametrize("said", ["0", "0" * 1000, "0" * 2000, "123 456", "!!!", "12:30"])
+def test_parse_of_input_without_words_is_not_understood_without_the_model(client, auth, model: ScriptedChatModel,
+                                                                          said: str) -> None:
+    # Once answered after 10-60 s with a confident command borrowed from the prompt's examples.
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "Lunch with Sam", "when": "Friday at noon",
+                                           "type": "calendar_event", "confidence": 0.9})])
+    body = post(client, auth, {"input": said}, "/v1/commands/parse").json()
+    assert body == {"parsed": False, "command": {"type": "unknown"}, "confidence": 0.0, "requires_approval": False,
+                    "source": None}
+    assert model.calls == []
+
+
+def test_parse_refuses_an_answer_the_sentence_does_not_ground(client, auth, model: ScriptedChatModel) -> None:
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "Lunch with Sam", "when": "Friday at noon",
+                                           "type": "calendar_event", "confidence": 0.9})])
+    body = post(client, auth, {"input": "qwerty asdf"}, "/v1/commands/parse").json()
+    assert body["parsed"] is False and body["confidence"] == 0.0 and body["source"] == "model"
+
+
+def test_parse_past_its_timeout_is_503(make_settings, make_services, make_client, model: ScriptedChatModel) -> None:
+    services = make_services(make_settings(commands={"parse_timeout_secs": 0.2}), model)
+    client = make_client(services)
+    key, _ = services.keys.create("k")
+    model.enqueue(tool_calls=[(TOOL_NAME, {"what": "x", "when": "", "type": "task", "confidence": 1})], delay_secs=30)
+    response = client.post("/v1/commands/parse", json={"input": "something slow"},
+                           headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 503, response.text
+    assert "parse_timeout_secs" in response.json()["error"]["message"]
+
+
 def test_parse_with_the_engine_down_is_503(client, auth, model: ScriptedChatModel) -> None:
     model.enqueue(error=ServiceUnavailableError("the model file is missing"))
     response = post(client, auth, {"input": "tell me a joke"}, "/v1/commands/parse")

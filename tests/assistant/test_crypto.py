@@ -120,6 +120,7 @@ def test_the_integrity_error_is_an_internal_error_with_its_place() -> None:
 def test_fields_cannot_run_into_each_other() -> None:
     assert SealContext("a", "bc", "1", "u").aad() != SealContext("ab", "c", "1", "u").aad()
     assert SealContext("t", "c", "1", "23").aad() != SealContext("t", "c", "12", "3").aad()
+    assert SealContext("t", "c", "1\x00u", "").aad() != SealContext("t", "c", "1", "u").aad()
 
 
 def test_key_must_be_32_bytes() -> None:

@@ -88,7 +88,8 @@ def test_encryption_round_trip_through_build_services(real_settings: Settings) -
     user = str(uuid4())
     services = build_services(real_settings, chat_model=ScriptedChatModel())
     try:
-        assert isinstance(services.memory.embedder, SentenceTransformerEmbedder)
+        assert isinstance(getattr(services.memory.embedder, "inner", services.memory.embedder),  # behind its breaker
+                          SentenceTransformerEmbedder)
         assert services.sealer.encrypted
         memory = services.memory.add(user, "Alice's passport number is Q7781-Zeta.", "passport Quixotic",
                                      "fact", 0.8, ["travelDocumentTag"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.tools.sandbox import SandboxLimits, SandboxUnavailable
+from assistant.tools.sandbox import BubblewrapRunner, SandboxLimits, SandboxUnavailable
 from assistant.tools.shell_sandbox import ETC_SECRETS, HOST_SERVICES, SCRIPT_PATH, ShellSandbox, cover
 
 LIMITS = SandboxLimits(cpu_time_secs=3, wall_time_secs=10, memory_mb=128, max_output_bytes=4096, max_processes=32)
@@ -127,3 +127,9 @@ def test_the_probe_must_show_only_lo_no_root_and_nothing_hidden() -> None:
     assert sandbox._probe_problem("lo \n1\nvisible: /etc/assistant\n") == "visible: /etc/assistant"
     if sandbox.privileged:
         assert sandbox._probe_problem("lo \n0\n") == "the command runs as root"
+
+
+def test_the_catalog_and_the_code_tool_never_share_a_uid_at_once() -> None:
+    code, shell = BubblewrapRunner(LIMITS), ShellSandbox(LIMITS)
+    with code.uids.lease() as first, shell.uids.lease() as second, shell.uids.lease() as third:
+        assert len({first, second, third}) == 3

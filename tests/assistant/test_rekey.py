@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from assistant import rekey
 from assistant.config import Settings
-from assistant.errors import ConfigError
+from assistant.errors import ConfigError, ConflictError
+from assistant.rekey import rotate_memory_key
 from assistant.services import Services, key_path
-from assistant.storage import memory_key
-from assistant.storage.memory_key import pending_key_path, recover_rotation, rotate_memory_key
+from assistant.storage.memory_key import pending_key_path, recover_rotation
 from tests.assistant.storage.stored_data import populate, snapshot
 
 
@@ -47,6 +48,11 @@ def test_rotation_reencrypts_everything_and_the_store_reopens_with_the_new_key(f
     again = reopen(make_services, settings)
     assert snapshot(again, users) == seen
     assert again.db.scalar("SELECT content FROM memories ORDER BY rowid LIMIT 1") != before["content"]
+    # the keyed tokens follow the new key: keyword search, unique titles and @name lookups still work
+    assert len(again.memory.search(users[0], "locker code", mode="keyword")) == 3
+    with pytest.raises(ConflictError):
+        again.snippets.create(users[0], "signature 0", "a second one")
+    assert again.profiles.by_name(users[1], "@helper1").role == "Helps user 1"
 
 
 def test_a_rotation_that_fails_half_way_changes_nothing(filled, make_services) -> None:  # noqa: ANN001
@@ -82,10 +88,10 @@ def test_a_rotation_killed_after_its_commit_is_finished_on_the_next_open(filled,
             raise OSError("killed before the rename")
         real(src, dst)
 
-    monkeypatch.setattr(memory_key.os, "replace", crash)
+    monkeypatch.setattr(rekey.os, "replace", crash)
     with pytest.raises(OSError, match="killed"):
         rotate_memory_key(services.db, path)
-    monkeypatch.setattr(memory_key.os, "replace", real)
+    monkeypatch.setattr(rekey.os, "replace", real)
     services.close()
     new_key = pending_key_path(path).read_bytes()
     assert path.read_bytes() == old_key  # the store is sealed with the new key, the file still old
