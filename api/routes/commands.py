@@ -78,7 +78,7 @@ async def parse_command(body: ParseRequest, user: CurrentPrincipal, commands: Co
     model's estimate (clipped to 0..0.9) times the share of the answer's subject and time words
     that the sentence contains (an answer without either needs a word of its kind, "umbrella" for
     weather, else it counts a quarter); an answer none of whose words the sentence contains is
-    not understood. The model's turn is bounded by `[commands] parse_timeout_secs` (default 20 s;
+    not understood. The model's turn is bounded by `[commands] parse_timeout_secs` (default 60 s;
     past it, 503). Nothing understood: `parsed` false, `command.type` `unknown`, confidence 0.
 
     `command.type` and its fields (timestamps are ISO 8601 UTC; `timezone` names the zone the words

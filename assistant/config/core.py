@@ -177,7 +177,7 @@ class CommandsSettings(Section):
     seed_defaults: bool = True  # create the default entries on first start
     default_location: str | None = None  # the weather/briefing place when args.location is omitted
     # POST /v1/commands/parse: the longest the model may take when no quick pattern matched (then 503).
-    parse_timeout_secs: float = Field(20, gt=0, le=600)
+    parse_timeout_secs: float = Field(60, gt=0, le=600)
 
 
 class AgenticSettings(Section):
