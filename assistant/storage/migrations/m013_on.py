@@ -1,0 +1,130 @@
+"""Migrations m013-: key roles and tool approvals, room owners, decay clean-up, sealed associated data."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+from assistant.storage.migrations.registry import Connection, migration
+
+
+@migration
+def m013_roles_and_approvals(db: Connection) -> None:
+    """Key roles, the catalog's ``network`` flag, and approvals of tool calls.
+
+    ``api_keys.role`` (admin | user | read-only) replaces ``scope`` (full | read). A ``read`` key
+    becomes ``read-only``. A ``full`` key of the installation's owner (``meta.owner_user_id``, the
+    user of keys made without ``--user``, among them the one ``make run`` and ``assistant serve``
+    created) becomes ``admin``: that person ran the server and had full power before, and someone
+    must be able to manage the catalog and decide approvals after the upgrade. Every other
+    ``full`` key (made with ``--user`` for another person) becomes ``user``: such keys were handed
+    out to use the assistant, and the admin powers are exactly what must no longer come with them.
+
+    ``command_catalog.network`` (0/1, default 0): whether the entry's command may use the network
+    in its sandbox.
+
+    ``command_approvals`` is rebuilt so one table holds both kinds of request: ``kind`` is
+    ``command`` (a catalog entry: ``catalog_id``, ``catalog_name``, ``command``, ``risk_level``) or
+    ``tool_call`` (a call of the tool-calling loop: ``tool_name``, ``arguments_sealed``, the chat's
+    ``conversation_id`` and ``message_id``; once decided, ``result_sealed`` and ``tool_run_id``).
+    Existing rows are commands and keep their order.
+    """
+    db.executescript(
+        """
+        ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'user'
+            CHECK (role IN ('admin', 'user', 'read-only'));
+        UPDATE api_keys SET role = CASE
+            WHEN scope = 'read' THEN 'read-only'
+            WHEN user_id = (SELECT value FROM meta WHERE key = 'owner_user_id') THEN 'admin'
+            ELSE 'user' END;
+        ALTER TABLE api_keys DROP COLUMN scope;
+
+        ALTER TABLE command_catalog ADD COLUMN network INTEGER NOT NULL DEFAULT 0 CHECK (network IN (0, 1));
+
+        CREATE TABLE command_approvals_new (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL DEFAULT 'command' CHECK (kind IN ('command', 'tool_call')),
+            catalog_id TEXT,
+            catalog_name TEXT,
+            command TEXT,
+            risk_level TEXT,
+            tool_name TEXT,
+            arguments_sealed BLOB,
+            conversation_id TEXT,
+            message_id TEXT,
+            result_sealed BLOB,
+            tool_run_id TEXT,
+            requested_by TEXT,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'executed')),
+            reason_sealed BLOB,
+            decided_by TEXT,
+            decided_at TEXT,
+            execution_id TEXT,
+            created_at TEXT NOT NULL,
+            CHECK (kind != 'command' OR (catalog_id IS NOT NULL AND catalog_name IS NOT NULL
+                                         AND command IS NOT NULL AND risk_level IS NOT NULL)),
+            CHECK (kind != 'tool_call' OR (tool_name IS NOT NULL AND arguments_sealed IS NOT NULL))
+        );
+        INSERT INTO command_approvals_new (id, kind, catalog_id, catalog_name, command, risk_level, requested_by,
+                                           status, reason_sealed, decided_by, decided_at, execution_id, created_at)
+            SELECT id, 'command', catalog_id, catalog_name, command, risk_level, requested_by, status,
+                   reason_sealed, decided_by, decided_at, execution_id, created_at
+            FROM command_approvals ORDER BY rowid;
+        DROP TABLE command_approvals;
+        ALTER TABLE command_approvals_new RENAME TO command_approvals;
+        CREATE INDEX command_approvals_status ON command_approvals(status, created_at);
+        CREATE INDEX command_approvals_catalog ON command_approvals(catalog_id, status);
+        CREATE INDEX command_approvals_requester ON command_approvals(requested_by, created_at);
+        CREATE INDEX command_executions_user ON command_executions(user_id, executed_at);
+        """
+    )
+
+
+@migration
+def m015_voice_room_owner(db: Connection) -> None:
+    """Rooms get an owner (the user of the key that created them; rooms that existed before belong to
+    the installation owner, ``meta.owner_user_id``, created here when rooms exist and no key made it yet).
+    Names become unique per owner ignoring case, so a taken name never reveals another user's room.
+    SQLite cannot change a column's UNIQUE constraint: the table is rebuilt."""
+    db.execute("INSERT OR IGNORE INTO meta (key, value) SELECT 'owner_user_id', ? "
+               "WHERE EXISTS (SELECT 1 FROM voice_rooms)", (str(uuid4()),))
+    db.executescript(
+        """
+        CREATE TABLE voice_rooms_new (
+            id TEXT PRIMARY KEY,
+            owner_user_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            is_online INTEGER NOT NULL DEFAULT 0,
+            volume INTEGER NOT NULL,
+            muted INTEGER NOT NULL DEFAULT 0,
+            last_seen TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (owner_user_id, name COLLATE NOCASE)
+        );
+        INSERT INTO voice_rooms_new (id, owner_user_id, name, is_online, volume, muted, last_seen, created_at,
+                                     updated_at)
+            SELECT id, (SELECT value FROM meta WHERE key = 'owner_user_id'), name, is_online, volume, muted,
+                   last_seen, created_at, updated_at
+            FROM voice_rooms;
+        DROP TABLE voice_rooms;
+        ALTER TABLE voice_rooms_new RENAME TO voice_rooms;
+        """
+    )
+
+
+@migration
+def m016_memory_low_since(db: Connection) -> None:
+    """Decay clean-up (assistant/memory/decay.py): since when a memory's importance has been at or
+    below memory.min_importance (epoch seconds; NULL while above). Existing memories start with
+    NULL: their clock starts at the next decay run."""
+    db.execute("ALTER TABLE memory_scores ADD COLUMN low_since REAL")
+
+
+@migration
+def m014_sealed_associated_data(db: Connection) -> None:
+    """Sealed values get associated data (table, column, row id, user id), so a ciphertext copied
+    to another row or user no longer opens there. Re-sealing needs the key, which migrations do not
+    have: an encrypted store is marked here and re-sealed in one transaction right after its key is
+    opened (assistant/storage/sealed.py ``finish_pending_reseal``); a plain store has nothing to do."""
+    if db.scalar("SELECT value FROM meta WHERE key = 'memory_encryption'") == "xchacha20poly1305":
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sealed_aad_pending', '1')")
