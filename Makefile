@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python benchmarks/locomo_recall.py
 	$(BIN)/python benchmarks/tool_calling.py
 	$(BIN)/python benchmarks/voice.py
+	$(BIN)/python benchmarks/load.py
 
 clean-venv:
 	rm -rf $(VENV)
