@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 from uuid import uuid4
 
@@ -46,21 +47,42 @@ class SpeakerProfile:
     created_at: str
 
 
+class MatchReason(StrEnum):
+    """Why identification decided as it did (the voice event log's ``reason``)."""
+
+    MATCHED = "matched"  # raw cosine above the floor, normalised score at or above the household threshold
+    UNRELIABLE_PROFILE = "unreliable_profile"  # matched, but the profile has < min_enrollment_samples samples
+    NO_PROFILES = "no_profiles"  # nobody is enrolled
+    BELOW_FLOOR = "below_floor"  # raw cosine at or below match_threshold (the spec's 0.75)
+    BELOW_CALIBRATED = "below_calibrated"  # above the floor, but the normalised score is below the threshold
+    SERVICE_DOWN = "speaker_service_down"  # the speaker engine failed: treated as unknown
+
+
 @dataclass(frozen=True)
 class SpeakerMatch:
     """The best profile for a query: ids are None when the speaker is unknown (score at or below the
     threshold, or no profile at all, then score 0.0). ``reliable`` is True only for a match whose
-    profile has at least ``min_enrollment_samples`` samples."""
+    profile has at least ``min_enrollment_samples`` samples. ``score`` is the raw cosine with the
+    profile's centroid; ``normalised`` the cohort-normalised score and ``threshold`` the household's
+    calibrated threshold on it (None when not computed); ``reason`` says why."""
 
     speaker_id: str | None
     user_id: str | None
     name: str | None
     score: float
     reliable: bool = False
+    reason: MatchReason = MatchReason.BELOW_FLOOR
+    normalised: float | None = None
+    threshold: float | None = None
 
     @property
     def known(self) -> bool:
         return self.speaker_id is not None
+
+    @property
+    def confident(self) -> bool:
+        """Known and reliable: only then may a voice exchange use and learn that user's memories."""
+        return self.known and self.reliable
 
 
 PROFILES_SQL = (
@@ -211,10 +233,14 @@ class SpeakerRegistry:
             score = cosine(query, normalise(normalise_rows(vectors).mean(axis=0)))
             if best_id is None or score > best:
                 best_id, best = speaker_id, score
-        if best_id is None or best <= self.settings.match_threshold:
-            return SpeakerMatch(None, None, None, best)
+        if best_id is None:
+            return SpeakerMatch(None, None, None, 0.0, reason=MatchReason.NO_PROFILES)
+        if best <= self.settings.match_threshold:
+            return SpeakerMatch(None, None, None, best, reason=MatchReason.BELOW_FLOOR)
         profile = self.store.get(best_id)
-        return SpeakerMatch(profile.id, profile.user_id, profile.name, best, self.reliable(profile))
+        reliable = self.reliable(profile)
+        return SpeakerMatch(profile.id, profile.user_id, profile.name, best, reliable,
+                            MatchReason.MATCHED if reliable else MatchReason.UNRELIABLE_PROFILE)
 
     def list(self, user_id: str | None = None) -> list[SpeakerProfile]:
         """Every profile, or only ``user_id``'s."""

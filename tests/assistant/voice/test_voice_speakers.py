@@ -19,7 +19,7 @@ from assistant.voice import speaker
 from assistant.voice.audio import float_to_pcm, silence
 from assistant.voice.engines import EngineError
 from assistant.voice.speaker import FrontEnd, RemoteEmbedder, cosine, encoder_windows, log_mel, mel_filterbank
-from assistant.voice.speakers import SpeakerMatch, SpeakerRegistry, SpeakerStore, equal_error_rate
+from assistant.voice.speakers import MatchReason, SpeakerMatch, SpeakerRegistry, SpeakerStore, equal_error_rate
 
 DIM = 256
 USER = "00000000-0000-4000-8000-000000000001"
@@ -126,7 +126,7 @@ def test_matching_uses_the_renormalised_centroid(registry, fake) -> None:
 
 
 def test_no_profile_is_unknown_with_score_zero(registry, fake) -> None:
-    assert identify(registry, fake, E1) == SpeakerMatch(None, None, None, 0.0, False)
+    assert identify(registry, fake, E1) == SpeakerMatch(None, None, None, 0.0, False, MatchReason.NO_PROFILES)
 
 
 def test_profile_created_on_the_first_sample(registry, fake) -> None:
