@@ -333,9 +333,10 @@ def wakeword_service(
 
     from api.companions.wakeword import create_app
     from assistant.config import WakeWordSettings
+    from assistant.voice.wake_thresholds import with_data_dir
 
     settings = load_settings(config, None)
-    section = settings.voice.wake_word if settings.voice else WakeWordSettings()
+    section = with_data_dir(settings.voice.wake_word if settings.voice else WakeWordSettings(), settings.data_dir)
     app_ = _companion(create_app, section, host, token or section.token)
     uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
 
