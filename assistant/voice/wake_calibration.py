@@ -196,6 +196,8 @@ def calibrate_directory(directory: Path, words: Sequence[str], budget: float, ma
     ValueError when the directory holds no usable audio."""
     if not directory.is_dir():
         raise ValueError(f"{directory} is not a directory")
+    if not audio_files(directory):
+        raise ValueError(f"no WAV or FLAC audio under {directory}")
     engine = OpenWakeWordEngine(tuple(words), 1.0)
     try:
         clips = list(score_directory(engine, directory, progress=progress, skipped=skipped))

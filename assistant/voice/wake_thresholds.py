@@ -26,7 +26,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,21 +139,30 @@ def installed_version() -> str:
 
 def read_calibration(path: Path | None) -> Calibration | None:
     """The calibration at ``path`` (a user file, tried first) else the packaged one; None, with a warning,
-    when neither can be read. A version of pyopen-wakeword other than the one calibrated is warned about."""
-    for candidate in ([path] if path is not None else []) + [PACKAGED_FILE]:
-        try:
-            calibration = Calibration.load(candidate)
-        except (OSError, ValueError) as exc:
-            fallback = "the packaged calibration" if candidate != PACKAGED_FILE else "the sensitivity alone"
-            log.warning("wake word thresholds %s are unusable (%s): using %s", candidate, exc, fallback)
-            continue
-        version = installed_version()
-        if calibration.pyopen_wakeword and version and calibration.pyopen_wakeword != version:
-            log.warning("wake word thresholds %s were calibrated with pyopen-wakeword %s, %s is installed: "
-                        "recalibrate with `assistant wakeword calibrate`", candidate, calibration.pyopen_wakeword,
-                        version)
-        return calibration
-    return None
+    when neither can be read. A word the user file lacks (calibrated with ``--words``) keeps its packaged
+    threshold. A version of pyopen-wakeword other than the one calibrated is warned about."""
+    candidates = ([path] if path is not None else []) + [PACKAGED_FILE]
+    found = [read for candidate in candidates if (read := _read(candidate)) is not None]
+    if not found:
+        return None
+    chosen = found[0]
+    if len(found) == 2:
+        chosen = replace(chosen, words={**found[1].words, **chosen.words})
+    return chosen
+
+
+def _read(path: Path) -> Calibration | None:
+    try:
+        calibration = Calibration.load(path)
+    except (OSError, ValueError) as exc:
+        fallback = "the packaged calibration" if path != PACKAGED_FILE else "the sensitivity alone"
+        log.warning("wake word thresholds %s are unusable (%s): using %s", path, exc, fallback)
+        return None
+    version = installed_version()
+    if calibration.pyopen_wakeword and version and calibration.pyopen_wakeword != version:
+        log.warning("wake word thresholds %s were calibrated with pyopen-wakeword %s, %s is installed: "
+                    "recalibrate with `assistant wakeword calibrate`", path, calibration.pyopen_wakeword, version)
+    return calibration
 
 
 def effective_thresholds(words: Iterable[str], sensitivity: float,

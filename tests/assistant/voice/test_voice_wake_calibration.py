@@ -5,8 +5,10 @@ from a budget on synthetic score traces, the thresholds file (round trip, fallba
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import logging
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -188,8 +190,12 @@ def test_the_packaged_file_calibrates_every_packaged_word() -> None:
 
 def test_a_user_file_is_read_before_the_packaged_one(tmp_path: Path) -> None:
     path = calibration(alexa=0.7).save(tmp_path / FILE_NAME)
-    assert read_calibration(path).words["alexa"].threshold == 0.7
-    assert read_calibration(None) == Calibration.load(PACKAGED_FILE)
+    packaged = Calibration.load(PACKAGED_FILE)
+    read = read_calibration(path)
+    assert read.words["alexa"].threshold == 0.7
+    assert read.words["hey_jarvis"] == packaged.words["hey_jarvis"]  # a word the user file lacks: packaged
+    assert read.sources == [Source("speech", 3, 1.0)]
+    assert read_calibration(None) == packaged
 
 
 def test_an_unreadable_user_file_falls_back_to_the_packaged_one(tmp_path: Path,
@@ -254,3 +260,10 @@ def test_settings_defaults() -> None:
     assert (settings.max_false_alarms_per_hour, settings.thresholds_file, settings.words) == (0.5, None, ["hey_jarvis"])
     with pytest.raises(ValueError):
         WakeWordSettings(max_false_alarms_per_hour=-1)
+
+
+def test_the_packaged_file_is_declared_package_data() -> None:
+    root = Path(__file__).resolve().parents[3]
+    declared = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    relative = PACKAGED_FILE.relative_to(root / "assistant").as_posix()
+    assert any(fnmatch.fnmatch(relative, pattern) for pattern in declared["package-data"]["assistant"])
