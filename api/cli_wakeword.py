@@ -37,6 +37,8 @@ def calibrate(
         min=0.0)] = None,
     margin: Annotated[float, typer.Option(help="Added to the highest tolerated negative score.", min=0.0,
                                           max=1.0)] = 0.1,
+    min_threshold: Annotated[float, typer.Option(help="No calibrated threshold is lower.", min=0.0,
+                                                 max=1.0)] = 0.5,
     words: Annotated[list[str] | None, typer.Option(
         "--words", help="Words to calibrate (repeat, or comma-separated; default: every packaged word).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -70,7 +72,7 @@ def calibrate(
         fail(f"--output {target}: the directory {target.parent} does not exist")
     skipped: list[tuple[str, str]] = []
     try:
-        result = calibrate_directory(negatives, chosen, chosen_budget, margin, skipped=skipped,
+        result = calibrate_directory(negatives, chosen, chosen_budget, margin, floor=min_threshold, skipped=skipped,
                                      progress=lambda it: tqdm(it, desc="scoring", unit="clip", file=sys.stderr))
     except ValueError as exc:
         fail(str(exc))
@@ -80,7 +82,7 @@ def calibrate(
         typer.echo(f"left out {name}: {reason}", err=True)
     typer.echo(f"{result.negative_hours:.3f} h of negative speech in "
                f"{sum(s.clips for s in result.sources)} clips, budget {chosen_budget:g} false alarms/hour, "
-               f"margin {margin:g}")
+               f"margin {margin:g}, at least {min_threshold:g}")
     typer.echo(f"{'word':<13} {'threshold':>9} {'false alarms/h':>14} {'alarms':>6} {'hours':>7} "
                f"{'highest negative':>16}")
     for word, w in result.words.items():

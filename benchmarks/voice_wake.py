@@ -10,8 +10,10 @@ the repository), split in two halves, **calibration** and **held-out**:
 - synthesised: ~470 user requests and prompts (NotInject prompts, BFCL questions; any naming a wake word
   dropped) spoken by piper (the packaged joe voice: every text) and four espeak-ng voices (en-us, en-gb,
   en-us+f3, en-gb-scotland: every other text each), each text to one half by a hash of it;
-- near misses ("Hey Travis", "a jar of this", "hey rhapsody", "okay, now, but", "hey, micro waves", ...) in
-  every voice: negatives for every word, also counted apart;
+- near misses ("Hey Travis", "a jar of this", "hey rhapsody", "okay, now, but", "hey, micro waves", "Hey
+  Charles", ...) in every voice, each labelled with the word it resembles: a negative for the other words in
+  calibration; in the figures counted apart (how many of a word's own near misses, and of the others', fire it),
+  not in the false alarms per hour of speech;
 - speech that contains a word ("Alexander", "Alexandra" for ``alexa``) and every word's positive phrases:
   negatives for the OTHER words only (a directory named after the word, see
   :mod:`assistant.voice.wake_calibration`).
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -62,7 +65,7 @@ from assistant.voice.wake import PACKAGED_WORDS, OpenWakeWordEngine
 from assistant.voice.wake_calibration import MARGIN, ScoredClip, calibrate, per_hour, score_directory, simulate
 from assistant.voice.wake_thresholds import PACKAGED_FILE, Calibration, effective_thresholds
 
-DATA = ROOT.parent / "shared" / "benchmarks"
+DATA = Path(os.environ.get("ASSISTANT_BENCHMARK_DATA") or ROOT.parent / "shared" / "benchmarks")  # e.g. from a worktree
 WAKEWORD = DATA / "wakeword"
 SENSITIVITY = WakeWordSettings().sensitivity
 BUDGET = WakeWordSettings().max_false_alarms_per_hour
@@ -75,14 +78,17 @@ VOICES: dict[str, TtsSettings] = {
     "espeak_en-us_f3": TtsSettings(engine="espeak-ng", voice="en-us+f3"),
     "espeak_en-gb-scotland": TtsSettings(engine="espeak-ng", voice="en-gb-scotland"),
 }
-NEAR_MISSES = (
-    "Hey Travis, can you pass the salt?", "There is a jar of this in the kitchen.",
-    "Hey rhapsody is my favourite song.", "Okay, now, but what about tomorrow?", "Hey, micro waves are short.",
-    "Hey Marvin, come here.", "Hey Jarvie, are you awake?", "Hey, are we there yet?", "Okay, no but seriously.",
-    "Hey, raspberry jam please.", "Hey, my craft project is done.", "A lexicon of words.",
-    "Electra is a play by Sophocles.", "Hey Travis, the car is ready.", "Okay Nadia, let us go.",
-    "Hey there, how are you?", "Okay, nah, but maybe later.", "Hey Mike, raft the river.",
-    "Hey Charles, dinner is ready.",
+NEAR_MISSES: tuple[tuple[str, str | None], ...] = (  # (phrase, the word it resembles: not a negative for that word)
+    ("Hey Travis, can you pass the salt?", "hey_jarvis"), ("There is a jar of this in the kitchen.", "hey_jarvis"),
+    ("Hey rhapsody is my favourite song.", "hey_rhasspy"), ("Okay, now, but what about tomorrow?", "okay_nabu"),
+    ("Hey, micro waves are short.", "hey_mycroft"), ("Hey Marvin, come here.", "hey_jarvis"),
+    ("Hey Jarvie, are you awake?", "hey_jarvis"), ("Hey, are we there yet?", None),
+    ("Okay, no but seriously.", "okay_nabu"), ("Hey, raspberry jam please.", "hey_rhasspy"),
+    ("Hey, my craft project is done.", "hey_mycroft"), ("A lexicon of words.", "alexa"),
+    ("Electra is a play by Sophocles.", "alexa"), ("Hey Travis, the car is ready.", "hey_jarvis"),
+    ("Okay Nadia, let us go.", "okay_nabu"), ("Hey there, how are you?", None),
+    ("Okay, nah, but maybe later.", "okay_nabu"), ("Hey Mike, raft the river.", "hey_mycroft"),
+    ("Hey Charles, dinner is ready.", "hey_jarvis"),
 )
 CONTAINS = {"alexa": ("Alexander went to the market.", "Alexandra called this morning.")}
 POSITIVE_PHRASES = {
@@ -136,8 +142,9 @@ def write_clips(out: Path, limit: int | None = None, *, progress: Callable[[Any]
         said = every if voice.startswith("piper") else every[index % 2::2]
         for i, text in enumerate(said):
             write_wav(_dir(out / half(text) / voice) / f"t{i:04d}.wav", tts.synthesize(text))
-        for i, text in enumerate(NEAR_MISSES):
-            write_wav(_dir(out / half(text) / f"{voice}_near_miss") / f"n{i:02d}.wav", tts.synthesize(text))
+        for i, (text, like) in enumerate(NEAR_MISSES):
+            folder = out / half(text) / f"{voice}_near_miss" / (like or "")
+            write_wav(_dir(folder) / f"n{i:02d}.wav", tts.synthesize(text))
         for word, phrases in CONTAINS.items():
             for i, text in enumerate(phrases):
                 write_wav(_dir(out / half(text) / word) / f"contains_{voice}_{i}.wav", tts.synthesize(text))
@@ -166,18 +173,24 @@ def _dir(path: Path) -> Path:
 # --- figures -----------------------------------------------------------------------------------------------------
 
 
+def is_near_miss(clip: ScoredClip) -> bool:
+    return clip.source.endswith("_near_miss") or "/contains_" in clip.name
+
+
 def alarms_per_hour(clips: Sequence[ScoredClip], thresholds: dict[str, float]) -> dict[str, Any]:
-    """Per word alone: false alarms and per hour on the clips that are negatives for it; all the words
-    enabled at once: the false alarms of the words on clips that are negatives for all of them."""
+    """False alarms on speech (near misses are counted apart, :func:`near_miss_alarms`). Per word alone: on the
+    clips that are negatives for it; every word enabled at once: every detection of a word the clip does not
+    say, per hour of all the clips."""
+    speech = [c for c in clips if not is_near_miss(c)]
     per_word = {}
     for word, threshold in thresholds.items():
-        mine = [c for c in clips if word not in c.excluded]
+        mine = [c for c in speech if word not in c.excluded]
         count = sum(len(simulate(c.traces, {word: threshold})) for c in mine)
         per_word[word] = {"false_alarms": count, "per_hour": round(per_hour(count, _hours(mine)), 3)}
-    shared = [c for c in clips if not c.excluded]
-    fired = [(c.name, d.word, round(d.score, 3)) for c in shared for d in simulate(c.traces, thresholds)]
-    return {"per_word": per_word, "all_words": {"false_alarms": len(fired), "hours": round(_hours(shared), 3),
-                                               "per_hour": round(per_hour(len(fired), _hours(shared)), 3),
+    fired = [(c.name, d.word, round(d.score, 3)) for c in speech for d in simulate(c.traces, thresholds)
+             if d.word not in c.excluded]
+    return {"per_word": per_word, "all_words": {"false_alarms": len(fired), "hours": round(_hours(speech), 3),
+                                               "per_hour": round(per_hour(len(fired), _hours(speech)), 3),
                                                "clips": fired}}
 
 
@@ -192,10 +205,18 @@ def hits(positives: Sequence[ScoredClip], thresholds: dict[str, float], alone: b
     return {word: f"{hit}/{total}" for word, (hit, total) in sorted(counts.items())}
 
 
-def near_miss_alarms(clips: Sequence[ScoredClip], thresholds: dict[str, float]) -> dict[str, list[str]]:
-    """Per word alone: the near-miss (and contains-the-word) clips it fires on."""
-    near = [c for c in clips if "near_miss" in c.source or "/contains_" in c.name]
-    return {word: [c.name for c in near if simulate(c.traces, {word: t})] for word, t in thresholds.items()}
+def near_miss_alarms(clips: Sequence[ScoredClip], thresholds: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Per word alone, on the near-miss phrases (every voice): of those resembling it ("own"), how many fire it
+    (expected: the models hear "Hey Jarvie" as "hey jarvis"); of the others, which fire it (false alarms)."""
+    near = [c for c in clips if is_near_miss(c)]
+    result = {}
+    for word, threshold in thresholds.items():
+        own = [c for c in near if word in c.excluded]
+        other = [c for c in near if word not in c.excluded]
+        result[word] = {"own": f"{sum(bool(simulate(c.traces, {word: threshold})) for c in own)}/{len(own)}",
+                        "other": f"{sum(bool(simulate(c.traces, {word: threshold})) for c in other)}/{len(other)}",
+                        "other_firing": [c.name for c in other if simulate(c.traces, {word: threshold})]}
+    return result
 
 
 def _hours(clips: Sequence[ScoredClip]) -> float:
@@ -275,7 +296,8 @@ def print_figures(r: dict[str, Any]) -> None:
     print(f"hit rate (all words enabled): {r['hit_rate']['uncalibrated']:.1%} at 0.5, "
           f"{r['hit_rate']['shipped']:.1%} shipped")
     for label, fired in r["near_miss_alarms"].items():
-        print(f"near misses that fire ({label}): " + "; ".join(f"{w}: {len(n)}" for w, n in fired.items()))
+        print(f"near misses firing ({label}; own phrases / others' phrases): "
+              + "; ".join(f"{w} {n['own']} / {n['other']}" for w, n in fired.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,12 @@ The rule, per word, for a budget of ``B`` false alarms per hour over ``H`` hours
 1. ``allowed = floor(B x H)`` false alarms may occur in the measured speech;
 2. ``base`` = the lowest score such that every threshold above it gives at most ``allowed`` false alarms
    (with ``allowed = 0``, as long as ``H < 1 / B`` hours: the word's highest score in the negative speech);
-3. ``threshold = min(MAX_THRESHOLD, base + margin)``, rounded up to 3 decimals. The margin (default
-   :data:`MARGIN`) is there because the measured speech is a sample: unseen speech peaks higher than the
-   highest score seen in an hour of it (the held-out figures of ``benchmarks/voice_wake.py`` measure how much).
+3. ``threshold = min(MAX_THRESHOLD, max(MIN_THRESHOLD, base + margin))``, rounded up to 3 decimals. The
+   margin (default :data:`MARGIN`) is there because the measured speech is a sample: unseen speech peaks
+   higher than the highest score seen in it. The floor :data:`MIN_THRESHOLD` (0.5, openWakeWord's own default)
+   because for a word whose negatives all score near 0 the margin alone says little: on the held-out half of
+   ``benchmarks/voice_wake.py`` (1.3 h), ``hey_mycroft`` peaked at 0.56 on "Electra ..." after at most 0.001
+   on the 1.4 h it was calibrated on, ``alexa`` at 0.50 after 0.22.
 
 If even :data:`MAX_THRESHOLD` exceeds the budget the word is recorded with ``meets_budget: false``.
 Negative speech that contains (or is) a packaged word must not count against that word: a file under a
@@ -42,6 +45,7 @@ from assistant.voice.wake_thresholds import Calibration, Source, WordThreshold, 
 log = logging.getLogger("assistant.voice.wake")
 
 MARGIN = 0.1  # added to the highest tolerated negative score
+MIN_THRESHOLD = 0.5  # a calibrated threshold is never lower (see the rule above)
 MAX_THRESHOLD = 0.99  # a calibrated threshold never exceeds this (the word would never be heard)
 LEAD_S, TAIL_S = 0.5, 1.0  # silence around each clip: a quiet room before, time for the models to decide after
 AUDIO_SUFFIXES = (".wav", ".flac")
@@ -93,7 +97,8 @@ def per_hour(count: int, hours: float) -> float:
 
 
 def choose_threshold(traces: Sequence[np.ndarray], hours: float, budget: float, margin: float = MARGIN,
-                     refractory_s: float = REFRACTORY_S, cap: float = MAX_THRESHOLD) -> WordThreshold:
+                     refractory_s: float = REFRACTORY_S, cap: float = MAX_THRESHOLD,
+                     floor: float = MIN_THRESHOLD) -> WordThreshold:
     """The calibrated threshold of one word from its score traces on ``hours`` of negative speech (the rule of
     the module docstring). ValueError without negative audio."""
     if hours <= 0 or not traces:
@@ -102,7 +107,7 @@ def choose_threshold(traces: Sequence[np.ndarray], hours: float, budget: float, 
     peaks = np.concatenate([np.asarray(t, dtype=np.float64).ravel() for t in traces])
     highest = float(peaks.max()) if peaks.size else 0.0
     base = _base(traces, np.unique(peaks), allowed, refractory_s)
-    threshold = min(cap, math.ceil(round((base + margin) * 1000, 3)) / 1000)  # float noise is no thousandth
+    threshold = min(cap, max(floor, math.ceil(round((base + margin) * 1000, 3)) / 1000))  # noise: no thousandth
     alarms = count_alarms(traces, threshold, refractory_s)
     rate = per_hour(alarms, hours)
     return WordThreshold(threshold=threshold, false_alarms=alarms, false_alarms_per_hour=round(rate, 3),
@@ -168,7 +173,7 @@ def score_directory(engine: OpenWakeWordEngine, directory: Path, *,
 
 
 def calibrate(clips: Iterable[ScoredClip], words: Sequence[str], budget: float, margin: float = MARGIN,
-              refractory_s: float = REFRACTORY_S) -> Calibration:
+              refractory_s: float = REFRACTORY_S, floor: float = MIN_THRESHOLD) -> Calibration:
     """Thresholds for ``words`` from scored negative clips; ValueError when a word has no negative audio."""
     clips = list(clips)
     thresholds = {}
@@ -177,7 +182,8 @@ def calibrate(clips: Iterable[ScoredClip], words: Sequence[str], budget: float, 
         hours = sum(c.seconds for c in mine) / 3600
         if not mine or hours <= 0:
             raise ValueError(f"no negative speech for {word!r}: every clip is under a directory named after it")
-        thresholds[word] = choose_threshold([c.traces[word] for c in mine], hours, budget, margin, refractory_s)
+        thresholds[word] = choose_threshold([c.traces[word] for c in mine], hours, budget, margin, refractory_s,
+                                            floor=floor)
     sources: dict[str, list[ScoredClip]] = {}
     for clip in clips:
         sources.setdefault(clip.source, []).append(clip)
@@ -186,11 +192,11 @@ def calibrate(clips: Iterable[ScoredClip], words: Sequence[str], budget: float, 
         negative_hours=round(sum(c.seconds for c in clips) / 3600, 4),
         sources=[Source(name, len(group), round(sum(c.seconds for c in group) / 3600, 4))
                  for name, group in sorted(sources.items())],
-        created=dt.date.today().isoformat(), pyopen_wakeword=installed_version())
+        created=dt.date.today().isoformat(), pyopen_wakeword=installed_version(), min_threshold=floor)
 
 
 def calibrate_directory(directory: Path, words: Sequence[str], budget: float, margin: float = MARGIN, *,
-                        progress: Callable[[Any], Any] = lambda it: it,
+                        floor: float = MIN_THRESHOLD, progress: Callable[[Any], Any] = lambda it: it,
                         skipped: list[tuple[str, str]] | None = None) -> Calibration:
     """Score every audio file under ``directory`` with the real models of ``words`` and calibrate them.
     ValueError when the directory holds no usable audio."""
@@ -205,4 +211,4 @@ def calibrate_directory(directory: Path, words: Sequence[str], budget: float, ma
         engine.close()
     if not clips:
         raise ValueError(f"no WAV or FLAC audio under {directory}")
-    return calibrate(clips, words, budget, margin)
+    return calibrate(clips, words, budget, margin, floor=floor)

@@ -5,7 +5,7 @@ records, per packaged word, the lowest score threshold at which the word's false
 stay within a budget (``[voice.wake_word] max_false_alarms_per_hour``), and how that was measured::
 
     {"format": 1, "pyopen_wakeword": "1.1.0", "created": "2026-11-25", "budget_per_hour": 0.5,
-     "margin": 0.1, "refractory_s": 1.0, "negative_hours": 1.2, "sources": [{"name": ..., "clips": ...,
+     "margin": 0.1, "min_threshold": 0.5, "refractory_s": 1.0, "negative_hours": 1.2, "sources": [{"name": ..., "clips": ...,
      "hours": ...}], "words": {"hey_jarvis": {"threshold": 0.31, "false_alarms": 0,
      "false_alarms_per_hour": 0.0, "highest_negative": 0.21, "negative_hours": 1.2, "meets_budget": true}}}
 
@@ -67,6 +67,7 @@ class Calibration:
     sources: list[Source] = field(default_factory=list)
     created: str = ""  # ISO date
     pyopen_wakeword: str = ""  # the version whose models were scored
+    min_threshold: float = 0.0  # the floor of the rule (no calibrated threshold is lower)
     format: int = FORMAT
 
     def to_json(self) -> str:
@@ -93,8 +94,9 @@ class Calibration:
             words = {str(w): WordThreshold(**_fields(WordThreshold, v)) for w, v in data["words"].items()}
             sources = [Source(**_fields(Source, s)) for s in data.get("sources", [])]
             scalars = {k: data[k] for k in ("budget_per_hour", "margin", "refractory_s", "negative_hours")}
-            extra = {k: str(data.get(k, "")) for k in ("created", "pyopen_wakeword")}
-        except (KeyError, TypeError, AttributeError) as exc:
+            extra: dict[str, Any] = {k: str(data.get(k, "")) for k in ("created", "pyopen_wakeword")}
+            extra["min_threshold"] = float(data.get("min_threshold", 0.0))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"a field is missing or malformed: {exc}") from None
         for word, entry in words.items():
             if not (isinstance(entry.threshold, int | float) and math.isfinite(entry.threshold)

@@ -28,9 +28,10 @@ class FakeCalibration:
         self.calls: list[dict[str, Any]] = []
         self.over = over
 
-    def __call__(self, directory: Path, words: Any, budget: float, margin: float, *, progress: Any,
+    def __call__(self, directory: Path, words: Any, budget: float, margin: float, *, floor: float, progress: Any,
                  skipped: list[tuple[str, str]]) -> Calibration:
-        self.calls.append({"directory": directory, "words": tuple(words), "budget": budget, "margin": margin})
+        self.calls.append({"directory": directory, "words": tuple(words), "budget": budget, "margin": margin,
+                           "floor": floor})
         list(progress([1, 2]))  # the progress bar is usable
         skipped.append(("notes/broken.wav", "not a readable WAV or FLAC file"))
         return Calibration(
@@ -56,7 +57,7 @@ def negatives(tmp_path: Path) -> Path:
 
 def test_help_names_the_options() -> None:
     text = run("wakeword", "calibrate", "--help").output
-    for option in ("--negatives", "--budget", "--margin", "--words", "--output", "--data-dir"):
+    for option in ("--negatives", "--budget", "--margin", "--min-threshold", "--words", "--output", "--data-dir"):
         assert option in text
 
 
@@ -64,7 +65,8 @@ def test_defaults_every_word_the_settings_budget_and_the_data_dir(fake: FakeCali
                                                                     tmp_path: Path) -> None:
     result = run("wakeword", "calibrate", "--negatives", str(negatives), "--data-dir", str(tmp_path))
     assert result.exit_code == 0, result.output
-    assert fake.calls == [{"directory": negatives, "words": PACKAGED_WORDS, "budget": 0.5, "margin": 0.1}]
+    assert fake.calls == [{"directory": negatives, "words": PACKAGED_WORDS, "budget": 0.5, "margin": 0.1,
+                           "floor": 0.5}]
     written = Calibration.load(tmp_path / FILE_NAME)
     assert set(written.words) == set(PACKAGED_WORDS)
     assert f"thresholds written to {tmp_path / FILE_NAME}" in result.output
@@ -78,11 +80,11 @@ def test_defaults_every_word_the_settings_budget_and_the_data_dir(fake: FakeCali
 def test_budget_margin_words_and_output(fake: FakeCalibration, negatives: Path, tmp_path: Path) -> None:
     out = tmp_path / "t.json"
     result = run("wakeword", "calibrate", "--negatives", str(negatives), "--budget", "2", "--margin", "0.05",
-                 "--words", "hey_jarvis,alexa", "--words", "okay_nabu", "--output", str(out),
+                 "--min-threshold", "0.3", "--words", "hey_jarvis,alexa", "--words", "okay_nabu", "--output", str(out),
                  "--data-dir", str(tmp_path))
     assert result.exit_code == 0, result.output
     assert fake.calls[0]["words"] == ("hey_jarvis", "alexa", "okay_nabu")
-    assert (fake.calls[0]["budget"], fake.calls[0]["margin"]) == (2.0, 0.05)
+    assert (fake.calls[0]["budget"], fake.calls[0]["margin"], fake.calls[0]["floor"]) == (2.0, 0.05, 0.3)
     assert set(Calibration.load(out).words) == {"hey_jarvis", "alexa", "okay_nabu"}
     assert not (tmp_path / FILE_NAME).exists()
 

@@ -19,6 +19,7 @@ from assistant.errors import ConfigError
 from assistant.voice.wake import PACKAGED_WORDS, Trigger, WakeDetection, create_wake_word
 from assistant.voice.wake_calibration import (
     MAX_THRESHOLD,
+    MIN_THRESHOLD,
     ScoredClip,
     audio_files,
     calibrate,
@@ -96,6 +97,8 @@ def test_with_no_alarm_allowed_the_threshold_clears_the_highest_negative_by_the_
     traces = [trace(600, {100: 0.42, 300: 0.3}), trace(600, {50: 0.2})]  # 20 minutes: 0.5/h allows 0
     chosen = choose_threshold(traces, hours=1 / 3, budget=0.5, margin=0.1)
     assert chosen.threshold == pytest.approx(0.52)
+    assert choose_threshold(traces, hours=1 / 3, budget=0.5, margin=0.05).threshold == MIN_THRESHOLD  # the floor
+    assert choose_threshold(traces, hours=1 / 3, budget=0.5, margin=0.05, floor=0.0).threshold == pytest.approx(0.47)
     assert chosen.highest_negative == pytest.approx(0.42)
     assert (chosen.false_alarms, chosen.false_alarms_per_hour, chosen.meets_budget) == (0, 0.0, True)
     assert chosen.negative_hours == pytest.approx(0.3333, abs=1e-4)
@@ -130,7 +133,7 @@ def test_calibrate_skips_clips_that_say_the_word_for_that_word_only() -> None:
                        {"alexa": trace(60, {5: 0.2}), "hey_jarvis": trace(60, {5: 0.1})})
     jarvis = ScoredClip("tts/hey_jarvis/b.wav", "tts", frozenset({"hey_jarvis"}), 1800.0,
                         {"alexa": trace(60, {5: 0.3}), "hey_jarvis": trace(60, {5: 0.99})})
-    result = calibrate([plain, jarvis], ["alexa", "hey_jarvis"], budget=0.5, margin=0.1)
+    result = calibrate([plain, jarvis], ["alexa", "hey_jarvis"], budget=0.5, margin=0.1, floor=0.0)
     assert result.words["hey_jarvis"].threshold == pytest.approx(0.2)  # its own "hey jarvis" does not count
     assert result.words["hey_jarvis"].negative_hours == pytest.approx(0.5)
     assert result.words["alexa"].threshold == pytest.approx(0.4)  # but it is a negative for alexa
