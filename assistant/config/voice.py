@@ -50,9 +50,10 @@ class WakeWordSettings(Section):
     ``thresholds_file``: a calibration written by ``assistant wakeword calibrate``; default
     ``<data_dir>/wakeword_thresholds.json`` when it exists, else the one packaged with the models.
 
-    ``words`` defaults to ``hey_jarvis`` alone: every packaged word keeps within the false-alarm budget at its
-    calibrated threshold, but one word is one chance to wake by mistake; each word added multiplies them
-    (docs/wake-words.md gives the measured figures per word)."""
+    ``words`` defaults to ``hey_jarvis`` alone: the only packaged word that every voice measured triggers at its
+    calibrated threshold, with no false alarm on ordinary speech; ``alexa``, ``hey_mycroft`` and ``okay_nabu``
+    miss half the synthesised positives or more, ``hey_rhasspy`` fired on ordinary speech (calibrated to the
+    0.99 cap), and each added word is one more chance to wake by mistake (figures: docs/wake-words.md)."""
 
     engine: str = "pyopen-wakeword"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8083
