@@ -32,7 +32,7 @@ import datetime as dt
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,4 +211,5 @@ def calibrate_directory(directory: Path, words: Sequence[str], budget: float, ma
         engine.close()
     if not clips:
         raise ValueError(f"no WAV or FLAC audio under {directory}")
-    return calibrate(clips, words, budget, margin, floor=floor)
+    return replace(calibrate(clips, words, budget, margin, floor=floor),
+                   notes=f"every WAV/FLAC under {directory.resolve()}")

@@ -68,6 +68,7 @@ class Calibration:
     created: str = ""  # ISO date
     pyopen_wakeword: str = ""  # the version whose models were scored
     min_threshold: float = 0.0  # the floor of the rule (no calibrated threshold is lower)
+    notes: str = ""  # where the negative speech came from (the directory; for the packaged file, the data sets)
     format: int = FORMAT
 
     def to_json(self) -> str:
@@ -94,7 +95,7 @@ class Calibration:
             words = {str(w): WordThreshold(**_fields(WordThreshold, v)) for w, v in data["words"].items()}
             sources = [Source(**_fields(Source, s)) for s in data.get("sources", [])]
             scalars = {k: data[k] for k in ("budget_per_hour", "margin", "refractory_s", "negative_hours")}
-            extra: dict[str, Any] = {k: str(data.get(k, "")) for k in ("created", "pyopen_wakeword")}
+            extra: dict[str, Any] = {k: str(data.get(k, "")) for k in ("created", "pyopen_wakeword", "notes")}
             extra["min_threshold"] = float(data.get("min_threshold", 0.0))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"a field is missing or malformed: {exc}") from None

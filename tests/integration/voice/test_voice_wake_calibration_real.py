@@ -80,6 +80,7 @@ def test_the_cli_calibrates_and_the_engine_reads_the_result(negatives: Path, tmp
     assert result.exit_code == 0, result.output
     written = tmp_path / "wakeword_thresholds.json"
     assert set(Calibration.load(written).words) == {"alexa", "hey_mycroft"}
+    assert Calibration.load(written).notes == f"every WAV/FLAC under {negatives.resolve()}"
     floors = read_calibration(written)
     engine = create_wake_word(WakeWordSettings(words=list(PACKAGED_WORDS), sensitivity=0.0, thresholds_file=written))
     try:
