@@ -12,6 +12,10 @@ the dev readers (the figures are dev figures, not "unseen"). Per engine:
   0.75 (the spec's ``match_threshold``, accepted when ``score > 0.75``); the score ranges; how far the
   genuine scores sit above the floor and how many fall at or below it (per reader too); impostor
   acceptance at the threshold that accepts 90% of genuine trials; closed-set accuracy (best centroid).
+  With 3-clip centroids both encoders separate these readers completely (EER 0), so the scale-free
+  separation d' (distance of the means over the pooled standard deviation) and the gap between the
+  lowest genuine and the highest impostor score say more. Only one reader is a woman: same-sex impostor
+  trials here are men against men.
 - **cost**, each engine in a fresh process holding numpy and the clips: the import time and RSS of its
   runtime (onnxruntime, torch; a served assistant already holds both), then the model's load time and
   RSS growth (after load, and after embedding every clip), and embedding time per second of audio
@@ -189,6 +193,12 @@ def spread(scores: np.ndarray) -> dict[str, float]:
         ("p95", lambda s: np.percentile(s, 95)), ("max", np.max))}
 
 
+def d_prime(genuine: np.ndarray, impostor: np.ndarray) -> float:
+    """Separation independent of the score scale: the means' distance over the pooled standard deviation."""
+    pooled = np.sqrt((np.var(genuine) + np.var(impostor)) / 2)
+    return float((np.mean(genuine) - np.mean(impostor)) / pooled) if pooled > 0 else float("inf")
+
+
 def accept_figures(genuine: np.ndarray, impostor: np.ndarray, floor: float = FLOOR) -> dict[str, Any]:
     eer, at = equal_error_rate(genuine, impostor)
     at_ga = float(np.quantile(genuine, 1 - GENUINE_ACCEPT, method="lower"))  # accepted: score > this
@@ -199,6 +209,8 @@ def accept_figures(genuine: np.ndarray, impostor: np.ndarray, floor: float = FLO
         "genuine_accept": round(float(np.mean(genuine > floor)), 4),
         "impostor_accept": round(float(np.mean(impostor > floor)), 4),
         "genuine_scores": spread(genuine), "impostor_scores": spread(impostor),
+        "d_prime": round(d_prime(genuine, impostor), 3),
+        "gap": round(float(genuine.min() - impostor.max()), 4),
         "ga90_threshold": round(float(at_ga), 4),
         "impostor_accept_at_ga90": round(float(np.mean(impostor > at_ga)), 4),
     }
@@ -209,6 +221,7 @@ def centroid_figures(embeddings: dict[str, list[np.ndarray]], sexes: dict[str, s
     trials = centroid_trials(embeddings)
     genuine = np.array([s for a, b, s in trials if a == b])
     impostor = np.array([s for a, b, s in trials if a != b])
+    same_sex = np.array([s for a, b, s in trials if a != b and sexes.get(a) == sexes.get(b)])
     margin = genuine - floor
     per_reader = {}
     for reader in embeddings:
@@ -230,6 +243,8 @@ def centroid_figures(embeddings: dict[str, list[np.ndarray]], sexes: dict[str, s
                                       "p5": round(float(np.percentile(margin, 5)), 4),
                                       "median": round(float(np.median(margin)), 4)},
         "genuine_at_or_below_floor": int(np.sum(genuine <= floor)),
+        "same_sex_impostor_scores": spread(same_sex) if same_sex.size else None,
+        "same_sex_impostor_accept": round(float(np.mean(same_sex > floor)), 4) if same_sex.size else None,
         "closed_set_accuracy": round(closed_set / len(best), 4),
         "per_reader": per_reader,
     }
@@ -284,9 +299,12 @@ def print_figures(r: dict[str, Any]) -> None:
         ("RSS growth: load / all, MB", lambda e: f"{e['rss_growth_load_mb']:.0f} / {e['rss_growth_total_mb']:.0f}"),
         ("embed ms per s of audio", lambda e: f"{e['embed_ms_per_audio_s_median']:.1f}"),
         ("pairs: EER", lambda e: f"{e['pairs']['eer']:.2%} @{e['pairs']['eer_threshold']:.3f}"),
+        ("pairs: d'", lambda e: f"{e['pairs']['d_prime']:.2f}"),
         ("pairs: genuine > 0.75", lambda e: f"{e['pairs']['genuine_accept']:.1%}"),
         ("pairs: impostor > 0.75", lambda e: f"{e['pairs']['impostor_accept']:.1%}"),
         ("centroids: EER", lambda e: f"{e['centroids']['eer']:.2%} @{e['centroids']['eer_threshold']:.3f}"),
+        ("centroids: d' / gap (gen min - imp max)", lambda e: f"{e['centroids']['d_prime']:.2f} / "
+                                                              f"{e['centroids']['gap']:+.3f}"),
         ("centroids: genuine accept", lambda e: f"{e['centroids']['genuine_accept']:.1%}"),
         ("centroids: impostor accept", lambda e: f"{e['centroids']['impostor_accept']:.1%}"),
         ("genuine <= 0.75 (of N)", lambda e: f"{e['centroids']['genuine_at_or_below_floor']}/"
@@ -297,13 +315,15 @@ def print_figures(r: dict[str, Any]) -> None:
             **e["centroids"]["impostor_scores"])),
         ("margin over 0.75: min / median", lambda e: "{min:+.3f} / {median:+.3f}".format(
             **e["centroids"]["genuine_margin_over_floor"])),
+        ("same-sex impostor p95 / max", lambda e: "{p95:.3f} / {max:.3f}".format(
+            **e["centroids"]["same_sex_impostor_scores"]) if e["centroids"]["same_sex_impostor_scores"] else "-"),
         ("impostor accept at GA 90%", lambda e: f"{e['centroids']['impostor_accept_at_ga90']:.1%} "
                                                 f"@{e['centroids']['ga90_threshold']:.3f}"),
         ("closed-set accuracy", lambda e: f"{e['centroids']['closed_set_accuracy']:.1%}"),
     ]
-    print(f"  {'':<32}" + "".join(f"{n:>24}" for n in names))
+    print(f"  {'':<38}" + "".join(f"{n:>24}" for n in names))
     for label, cell in rows:
-        print(f"  {label:<32}" + "".join(f"{cell(r['engines'][n]):>24}" for n in names))
+        print(f"  {label:<38}" + "".join(f"{cell(r['engines'][n]):>24}" for n in names))
     print("  per reader (centroids): genuine min, genuine <= 0.75, impostor max against it")
     for reader, first in r["engines"][names[0]]["centroids"]["per_reader"].items():
         cells = "".join("{genuine_min:>14.3f} {genuine_at_or_below_floor:>2} {impostor_max:>6.3f}".format(

@@ -74,3 +74,9 @@ def test_trimming_cuts_long_silences_only() -> None:
     assert len(trimmed) // 2 // 512 == 45
     short_pause = float_to_pcm(np.concatenate([speech, np.zeros(512 * 5), speech]))
     assert bench.trim_long_silences(short_pause, LoudVad()) == short_pause  # short pauses stay
+
+
+def test_d_prime_ignores_the_score_scale() -> None:
+    genuine, impostor = np.array([0.8, 0.9, 1.0]), np.array([0.2, 0.3, 0.4])
+    assert bench.d_prime(genuine, impostor) == pytest.approx(0.6 / np.std([0.8, 0.9, 1.0]))
+    assert bench.d_prime(genuine / 2 + 0.5, impostor / 2 + 0.5) == pytest.approx(bench.d_prime(genuine, impostor))
