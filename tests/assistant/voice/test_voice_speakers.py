@@ -213,7 +213,7 @@ def test_create_embedder_checks_the_dimension(monkeypatch) -> None:
 
 
 def test_unknown_engine_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="'ecapa'.*d-vector, remote"):
+    with pytest.raises(ConfigError, match="'ecapa'.*d-vector, ge2e, remote"):
         speaker.create_embedder(SpeakerIdSettings(engine="ecapa"))
 
 
