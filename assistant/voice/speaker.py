@@ -175,6 +175,8 @@ def bundled_model() -> Path:
 class DVectorEmbedder:
     """The packaged d-vector encoder, in-process (onnxruntime, one thread)."""
 
+    engine_id = "d-vector"
+
     def __init__(self, model_path: Path | str | None = None, *, threads: int = THREADS):
         import onnxruntime as ort
 
@@ -227,6 +229,7 @@ class RemoteEmbedder:
                                   "token: set [voice.speaker_id] token to the service's token")
             health.raise_for_status()
             self.dim = int(health.json()["dim"])
+            self.engine_id = str(health.json().get("engine") or "remote")  # what the service runs
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"speaker engine 'remote': the companion service at {self.url} is not "
                               f"healthy: {exc}") from None

@@ -14,6 +14,7 @@ all of them (``ON DELETE CASCADE``).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from assistant.voice.speaker import SpeakerEmbedder, cosine, normalise
 from assistant.voice.vad import EnergyVad, VoiceActivityDetector
 from assistant.voice.verification import Cohort, Household, build_household, cohort_path, decide, load_cohort
 
+log = logging.getLogger(__name__)
 MAX_SAMPLE_BYTES = 2 * 1024 * 1024  # an uploaded sample (60 s of raw PCM is 1.92 MB)
 
 
@@ -119,8 +121,10 @@ class SpeakerStore:
             raise NotFoundError(f"speaker {speaker_id} not found")
         return _profile(row)
 
-    def add_sample(self, user_id: str, name: str, embedding: np.ndarray) -> tuple[SpeakerProfile, bool]:
-        """Add one embedding to the user's profile ``name``, creating the profile if it has none."""
+    def add_sample(self, user_id: str, name: str, embedding: np.ndarray,
+                   engine: str = "d-vector") -> tuple[SpeakerProfile, bool]:
+        """Add one embedding (made by ``engine``) to the user's profile ``name``, creating the profile if it
+        has none. ConflictError when the profile's earlier samples came from another engine or dimension."""
         now = iso(self.clock())
         with self.db.transaction():
             row = self.db.one("SELECT id FROM voice_speakers WHERE user_id = ? AND name = ? COLLATE NOCASE",
@@ -131,21 +135,22 @@ class SpeakerStore:
                 self.db.execute("INSERT INTO voice_speakers (id, user_id, name, created_at, updated_at) "
                                 "VALUES (?, ?, ?, ?, ?)", (speaker_id, user_id, name, now, now))
             else:
-                self._check_dim(speaker_id, len(embedding))
+                self._check_dim(speaker_id, len(embedding), engine)
                 self.db.execute("UPDATE voice_speakers SET updated_at = ? WHERE id = ?", (now, speaker_id))
             embedding_id = str(uuid4())
-            self.db.execute("INSERT INTO voice_embeddings (id, speaker_id, embedding, dim, created_at) "
-                            "VALUES (?, ?, ?, ?, ?)",
+            self.db.execute("INSERT INTO voice_embeddings (id, speaker_id, embedding, dim, engine, created_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
                             (embedding_id, speaker_id, self._seal(embedding_id, user_id, embedding), len(embedding),
-                             now))
+                             engine, now))
         return self.get(speaker_id), created
 
-    def embeddings(self, dim: int, speaker_id: str | None = None) -> dict[str, np.ndarray]:
-        """Profile id -> ``(n, dim)`` of its embeddings of dimension ``dim`` (others cannot be compared);
-        only ``speaker_id``'s when given."""
+    def embeddings(self, dim: int, speaker_id: str | None = None, engine: str | None = None) -> dict[str, np.ndarray]:
+        """Profile id -> ``(n, dim)`` of its embeddings of dimension ``dim`` (and, given, made by ``engine``:
+        others cannot be compared); only ``speaker_id``'s when given."""
         grouped: dict[str, list[np.ndarray]] = {}
         only = "" if speaker_id is None else " AND e.speaker_id = ?"
-        params = (dim,) if speaker_id is None else (dim, speaker_id)
+        only += "" if engine is None else " AND e.engine = ?"
+        params = (dim, *(() if speaker_id is None else (speaker_id,)), *(() if engine is None else (engine,)))
         for row in self.db.query("SELECT e.id, e.speaker_id, e.embedding, s.user_id FROM voice_embeddings e "
                                  f"JOIN voice_speakers s ON s.id = e.speaker_id WHERE e.dim = ?{only} "
                                  "ORDER BY e.created_at, e.id", params):
@@ -157,13 +162,20 @@ class SpeakerStore:
         self.get(speaker_id)
         self.db.execute("DELETE FROM voice_speakers WHERE id = ?", (speaker_id,))
 
-    def _check_dim(self, speaker_id: str, dim: int) -> None:
+    def _check_dim(self, speaker_id: str, dim: int, engine: str) -> None:
         stored = self.db.scalar("SELECT dim FROM voice_embeddings WHERE speaker_id = ? AND dim != ? LIMIT 1",
                                 (speaker_id, dim))
         if stored is not None:
             raise ConflictError(f"speaker {speaker_id} was enrolled with {stored}-dim embeddings but the engine "
                                 f"now gives {dim}: delete the profile and enrol again",
                                 {"stored_dim": stored, "engine_dim": dim})
+        other = self.db.scalar("SELECT engine FROM voice_embeddings WHERE speaker_id = ? AND engine != ? LIMIT 1",
+                               (speaker_id, engine))
+        if other is not None:
+            raise ConflictError(f"speaker {speaker_id} was enrolled with the {other!r} speaker engine but the "
+                                f"configured engine is {engine!r}, whose embeddings cannot be compared with "
+                                "those: delete the profile and enrol again",
+                                {"stored_engine": other, "engine": engine})
 
     def _seal(self, embedding_id: str, user_id: str, embedding: np.ndarray) -> bytes:
         data = np.asarray(embedding, dtype="<f4").tobytes()
@@ -187,13 +199,12 @@ class Enrolment:
     warnings: tuple[str, ...] = ()
 
 
-CohortSource = Cohort | None | Callable[[SpeakerIdSettings], Cohort | None]
+CohortSource = Cohort | None | Callable[[SpeakerIdSettings, str], Cohort | None]
 
 
-def packaged_cohort(settings: SpeakerIdSettings) -> Cohort | None:
-    """``[voice.speaker_id] cohort`` or the packaged cohort of the engine (the remote companion runs the
-    d-vector encoder); None, logged, when there is none of the right dimension."""
-    engine = "d-vector" if settings.engine == "remote" else settings.engine
+def packaged_cohort(settings: SpeakerIdSettings, engine: str) -> Cohort | None:
+    """``[voice.speaker_id] cohort`` or the packaged cohort of ``engine`` (for the remote engine: the
+    engine the companion service reports); None, logged, when there is none of the right dimension."""
     return load_cohort(settings.cohort or cohort_path(engine), settings.embedding_dim)
 
 
@@ -240,9 +251,18 @@ class SpeakerRegistry:
         with self._lock:
             if self._cohort is None:
                 source = self._cohort_source
-                self._cohort = (source(self.settings) if callable(source) and not isinstance(source, Cohort)
-                                else source,)
+                cohort = source(self.settings, self._engine_id()) if callable(source) else source
+                self._cohort = (cohort,)
             return self._cohort[0]
+
+    @property
+    def engine_id(self) -> str:
+        """The engine that makes this registry's embeddings (stored with each; only its own are compared)."""
+        return str(getattr(self.embedder, "engine_id", self.settings.engine))
+
+    def _engine_id(self) -> str:  # under self._lock: the embedder is already built by then
+        embedder = self._embedder
+        return str(getattr(embedder, "engine_id", self.settings.engine))
 
     def embed(self, pcm: bytes) -> np.ndarray:
         vector = np.asarray(self.embedder.embed(pcm), dtype=np.float32).reshape(-1)
@@ -279,13 +299,13 @@ class SpeakerRegistry:
             agreement = cosine(embedding, normalise(normalise_rows(existing).mean(axis=0)))
             if (warning := disagreement(agreement, self.settings.match_threshold)) is not None:
                 warnings.append(warning)
-        profile, created = self.store.add_sample(str(user_id), name, embedding)
+        profile, created = self.store.add_sample(str(user_id), name, embedding, self.engine_id)
         return Enrolment(profile, created, quality, tuple(warnings))
 
     def _samples_of(self, user_id: str, name: str) -> np.ndarray | None:
         for profile in self.store.profiles(user_id):
             if profile.name.casefold() == name.casefold():
-                return self.store.embeddings(self.settings.embedding_dim, profile.id).get(profile.id)
+                return self.store.embeddings(self.settings.embedding_dim, profile.id, self.engine_id).get(profile.id)
         return None
 
     def identify(self, pcm: bytes) -> SpeakerMatch:
@@ -298,7 +318,11 @@ class SpeakerRegistry:
         cached = self._household
         if cached is not None and cached[0] == signature:
             return cached[1]
-        household = build_household(self.store.embeddings(self.settings.embedding_dim), self.cohort,
+        samples = self.store.embeddings(self.settings.embedding_dim, engine=self.engine_id)
+        if stale := [p for p, _ in signature if p not in samples]:
+            log.warning("%d speaker profile(s) hold no sample of the %r engine and are not compared: enrol them "
+                        "again (%s)", len(stale), self.engine_id, ", ".join(stale[:5]))
+        household = build_household(samples, self.cohort,
                                     top_k=self.settings.cohort_top_k, target_far=self.settings.target_far)
         self._household = (signature, household)
         return household

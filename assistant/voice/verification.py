@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SIGMA_FLOOR = 1e-3  # a cohort whose top scores are all equal would divide by zero
+SAME_SPEAKER = 0.9  # a cohort speaker this close to a profile's centroid is that person (both engines'
+# different-speaker centroid cosines stay below 0.8 on the dev readers, their same-speaker ones above 0.9)
 MIN_IMPOSTOR_TRIALS = 20  # fewer impostor trials than this calibrate nothing: the raw floor alone decides
 
 
@@ -68,6 +70,12 @@ class Cohort:
         keep = self.groups != group
         return Cohort(self.vectors[keep], self.groups[keep], self.engine)
 
+    def without_speakers(self, speakers: set[str]) -> Cohort:
+        if not speakers:
+            return self
+        keep = ~np.isin(speakers_of(self.groups), list(speakers))
+        return Cohort(self.vectors[keep], self.groups[keep], self.engine)
+
     @classmethod
     def empty(cls, dim: int, engine: str = "") -> Cohort:
         return cls(np.zeros((0, dim), np.float32), np.zeros(0, dtype="<U64"), engine)
@@ -82,6 +90,19 @@ def speakers_of(groups: np.ndarray) -> np.ndarray:
     """The real speaker of each group: ``"librispeech:1688@x0.9"`` (a speed-perturbed pseudo-speaker)
     came from ``"librispeech:1688"``."""
     return np.array([str(g).split("@", 1)[0] for g in groups], dtype="<U80")
+
+
+def same_speakers(cohort: Cohort, centroid: np.ndarray) -> set[str]:
+    """The cohort's real speakers who *are* the enrolled person (their unperturbed clips' mean has a cosine
+    above ``SAME_SPEAKER`` with the profile's centroid): someone who is in the shipped cohort and enrols
+    is no impostor for themselves, and must not normalise their own scores away."""
+    found = set()
+    plain = np.array([g == s for g, s in zip(cohort.groups, speakers_of(cohort.groups), strict=True)], dtype=bool)
+    for speaker in set(speakers_of(cohort.groups[plain])):
+        mean = unit_rows(cohort.vectors[plain & (cohort.groups == speaker)].mean(axis=0))[0]
+        if float(mean @ centroid) > SAME_SPEAKER:
+            found.add(str(speaker))
+    return found
 
 
 def cohort_path(engine: str) -> Path:
@@ -170,8 +191,11 @@ def build_household(samples: Mapping[str, np.ndarray], cohort: Cohort | None, *,
     rows = {pid: unit_rows(samples[pid]) for pid in ids}
     centroids = unit_rows(np.stack([rows[pid].mean(axis=0) for pid in ids])) if ids else np.zeros((0, dim))
     cohorts: list[Cohort] = []
-    for pid in ids:
-        own = base
+    excluded: list[set[str]] = []
+    for i, pid in enumerate(ids):
+        same = same_speakers(base, centroids[i])
+        excluded.append(same)
+        own = base.without_speakers(same)
         for other in ids:
             if other != pid:
                 own = own.plus(rows[other], f"profile:{other}")
@@ -179,7 +203,7 @@ def build_household(samples: Mapping[str, np.ndarray], cohort: Cohort | None, *,
     stats = [top_stats(centroids[i][None, :], c.vectors, top_k) for i, c in enumerate(cohorts)]
     mu_e = np.array([s[0][0] for s in stats]) if ids else np.zeros(0)
     sd_e = np.array([s[1][0] for s in stats]) if ids else np.zeros(0)
-    maxima = _impostor_maxima(ids, centroids, cohorts, base, rows, mu_e, sd_e, top_k)
+    maxima = _impostor_maxima(ids, centroids, cohorts, base, rows, mu_e, sd_e, top_k, excluded)
     threshold = (float(np.quantile(maxima, 1.0 - target_far, method="higher"))
                  if maxima.size >= MIN_IMPOSTOR_TRIALS else None)
     return Household(ids, centroids, tuple(c.vectors for c in cohorts), mu_e, sd_e, threshold, int(maxima.size),
@@ -187,7 +211,8 @@ def build_household(samples: Mapping[str, np.ndarray], cohort: Cohort | None, *,
 
 
 def _impostor_maxima(ids: tuple[str, ...], centroids: np.ndarray, cohorts: list[Cohort], base: Cohort,
-                     rows: Mapping[str, np.ndarray], mu_e: np.ndarray, sd_e: np.ndarray, top_k: int) -> np.ndarray:
+                     rows: Mapping[str, np.ndarray], mu_e: np.ndarray, sd_e: np.ndarray, top_k: int,
+                     excluded: list[set[str]]) -> np.ndarray:
     """For each impostor vector (a cohort vector, or an enrolled sample against the other profiles), the
     highest normalised score over the profiles it does not belong to, normalised with its own group
     real speaker (every speed-perturbed copy too) or profile left out of each profile's cohort: a
@@ -212,7 +237,8 @@ def _impostor_maxima(ids: tuple[str, ...], centroids: np.ndarray, cohorts: list[
         with np.errstate(invalid="ignore"):  # rows with fewer than k cohort scores are dropped below
             mu_t, sd_t = top.mean(axis=1), np.maximum(top.std(axis=1), SIGMA_FLOOR)
             value = as_norm(vectors @ centroids[i], mu_e[i], sd_e[i], mu_t, sd_t)
-        value[(groups == f"profile:{pid}") | (available < k)] = -np.inf  # a profile's own samples are not impostors for it
+        own = (groups == f"profile:{pid}") | np.isin(speakers_of(groups), list(excluded[i]))
+        value[own | (available < k)] = -np.inf  # a profile's own samples are not impostors for it
         best = np.maximum(best, value)
     return best[np.isfinite(best)]
 
