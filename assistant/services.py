@@ -160,6 +160,7 @@ class Services:
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
             self.metrics.voice_dropped = self.voice.dropped
+            self.metrics.voice_speaker_unavailable = self.voice.speaker_unavailable
 
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)
