@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 import pytest
 
 from assistant.errors import ConfigError
-from assistant.observability.metrics import Metrics
 from assistant.tools.base import ToolRegistry
 from assistant.tools.catalog import CAPABILITIES, SHARED_CAPABILITIES, Toolbox
 from assistant.voice.engines import EngineError
@@ -129,16 +128,6 @@ def test_a_new_speaker_in_the_follow_up_starts_a_new_conversation(rig: Rig) -> N
         ("user-alice", None, True), (DEFAULT_USER, None, False), (DEFAULT_USER, "conv-2", False)]
     session = rig.sessions.get_active_session(rig.room_id)
     assert session.speaker_id is None and session.conversation_id == "conv-2"
-
-
-def test_speaker_unavailable_is_a_prometheus_counter(rig: Rig) -> None:  # noqa: F811
-    metrics = Metrics()
-    assert b"voice_speaker_unavailable_total" not in metrics.prometheus()  # voice not running
-    rig.pipeline.engines.speakers = FailingSpeakers(EngineError("down"))
-    rig.utterance()
-    wait_for(lambda: rig.bus.outputs)
-    metrics.voice_speaker_unavailable = lambda: rig.pipeline.speaker_unavailable
-    assert "voice_speaker_unavailable_total 1.0" in metrics.prometheus().decode()
 
 
 # --- the chat side: what a non-personal turn asks of the chat service ----------------------------------
