@@ -19,10 +19,10 @@ Per room, audio chunks from ``{prefix}/audio/{room}/input`` go through:
 Every exchange is a :class:`VoiceRun` whose typed :class:`VoiceEvent` s are emitted to listeners as
 they happen, with per-stage latencies. Each engine call is bounded by its ``timeout_ms``; an engine
 error or timeout (except the speaker engine's, see 3.) is reported as an :class:`EngineFailed` event
-and ends the session (Processing and
-Responding end on error, as the state machine says). A worker runs its exchange inline: audio that
-arrives while the session is Processing or Responding is discarded (those states accept no input).
-An engine call that times out keeps running in the background until it returns; its result is ignored.
+and ends the session (Processing and Responding end on error, as the state machine says). A worker
+runs its exchange inline: audio that arrives while the session is Processing or Responding is
+discarded (those states accept no input). An engine call that times out keeps running in the
+background until it returns; its result is ignored.
 
 Modules: the run and its events are :mod:`assistant.voice.runs`; a room's worker (the stages), the
 engines and the bus it uses are :mod:`assistant.voice.worker`; this module connects the bus to
