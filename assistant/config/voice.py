@@ -62,8 +62,14 @@ class SpeakerIdSettings(Section):
     token: str | None = None  # remote engine: the companion service's shared token (sent as a Bearer token)
     embedding_dim: int = Field(256, ge=1)
     min_enrollment_samples: int = Field(3, ge=1)
-    match_threshold: float = Field(0.75, ge=0.0, le=1.0)
+    match_threshold: float = Field(0.75, ge=0.0, le=1.0)  # the raw-cosine floor: a match needs more
     timeout_ms: int = Field(5000, ge=1)
+    # The household threshold on cohort-normalised scores is the (1 - target_far) quantile of impostor
+    # trials (assistant.voice.verification): 0.01 lets about one impostor in a hundred through.
+    target_far: float = Field(0.01, gt=0.0, lt=1.0)
+    cohort_top_k: int = Field(100, ge=1)  # AS-norm: the top-k cohort scores each side is normalised with
+    cohort: str | None = None  # an .npz cohort file; default: the packaged cohort of the engine
+    min_enrollment_speech_s: float = Field(1.0, ge=0.0)  # voiced seconds (by the VAD) an enrolment sample needs
 
 
 class VadSettings(Section):
