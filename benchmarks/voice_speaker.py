@@ -39,8 +39,8 @@ import numpy as np
 from assistant.config import SpeakerIdSettings
 from assistant.voice.speakers import equal_error_rate
 from assistant.voice.verification import build_household, decide
-from benchmarks.speaker_cohort import cohort_of, embed_clips
 from benchmarks.speaker_cohort import clips as cohort_clips
+from benchmarks.speaker_cohort import cohort_of, embed_clips
 
 ENROLLED = 3
 FLOOR = 0.75

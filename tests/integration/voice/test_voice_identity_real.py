@@ -44,7 +44,7 @@ def test_a_speaker_service_that_went_down_answers_without_memories(make_settings
         services = make_services(settings, model)
         voice = services.voice
         assert str(voice.settings.default_user_id) == GUEST
-        for seconds in (1.0, 1.5, 2.0):  # a reliable profile (3 samples) for the default user, embedded for real
+        for seconds in (2.0, 2.5, 3.0):  # a reliable profile (3 samples) for the default user, embedded for real
             profile, _ = voice.speakers.enroll(GUEST, "Guest", tone(seconds))
         assert voice.speakers.reliable(profile)
     # the companion service is down from here on
