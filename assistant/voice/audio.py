@@ -115,21 +115,21 @@ def decode_upload(body: bytes, content_type: str | None, *, max_seconds: int = M
             pcm, rate = decode_audio_rate(body)
         except ValueError as exc:
             raise ValidationFailed(str(exc), fields=[{"field": "body", "error": "not a WAV or FLAC file"}]) from None
-        if min_rate is not None and rate < min_rate:
-            raise ValidationFailed(f"the file is sampled at {rate} Hz; at least {min_rate} Hz is needed (a "
-                                   "resampled low-rate recording lacks the upper band voices are told apart by)",
-                                   fields=[{"field": "body", "error": "wrong sample rate"}])
     else:
         if len(body) % SAMPLE_WIDTH:
             raise ValidationFailed(f"raw PCM 16-bit needs an even number of bytes, got {len(body)}",
                                    fields=[{"field": "body", "error": "odd length"}])
-        pcm = body
+        pcm, rate = body, SAMPLE_RATE
     if duration_s(pcm) > max_seconds:
         raise ValidationFailed(f"the audio is {duration_s(pcm):.1f} s long; at most {max_seconds} s are accepted",
                                fields=[{"field": "body", "error": "too long"}])
     if duration_s(pcm) < 0.5:
         raise ValidationFailed(f"the audio is {duration_s(pcm):.2f} s long; at least 0.5 s of speech is needed",
                                fields=[{"field": "body", "error": "too short"}])
+    if min_rate is not None and rate < min_rate:
+        raise ValidationFailed(f"the file is sampled at {rate} Hz; at least {min_rate} Hz is needed (a "
+                               "resampled low-rate recording lacks the upper band voices are told apart by)",
+                               fields=[{"field": "body", "error": "wrong sample rate"}])
     return pcm
 
 

@@ -22,6 +22,7 @@ from assistant.voice.rooms import ControlPublisher, NullControlPublisher, RoomSt
 from assistant.voice.sessions import SessionManager
 from assistant.voice.speaker import create_embedder
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
+from assistant.voice.vad import create_vad
 
 log = logging.getLogger("assistant.voice")
 
@@ -220,5 +221,5 @@ def build_voice(settings: Settings, db: Database, publisher: ControlPublisher | 
         return None
     rooms = RoomStore(db, voice.rooms, publisher or NullControlPublisher())
     speakers = SpeakerRegistry(SpeakerStore(db, sealer), voice.speaker_id,
-                               lambda: create_embedder(voice.speaker_id))
+                               lambda: create_embedder(voice.speaker_id), vad=lambda: create_vad(voice.vad))
     return VoiceService(voice, rooms, SessionManager(voice.conversation), speakers=speakers)

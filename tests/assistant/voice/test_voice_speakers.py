@@ -91,7 +91,7 @@ def identify(registry: SpeakerRegistry, fake: FakeEmbedder, vector: np.ndarray) 
 
 def test_migration_creates_the_tables(db: Database) -> None:
     assert db.columns("voice_speakers") == ["id", "user_id", "name", "created_at", "updated_at"]
-    assert db.columns("voice_embeddings") == ["id", "speaker_id", "embedding", "dim", "created_at"]
+    assert db.columns("voice_embeddings") == ["id", "speaker_id", "embedding", "dim", "created_at", "engine"]
 
 
 def test_threshold_exactly_075_is_unknown_and_07501_matches(registry, fake) -> None:
