@@ -67,9 +67,15 @@ class SpeakerIdentified(VoiceEvent):
 
 @dataclass(frozen=True)
 class Transcribed(VoiceEvent):
+    """``text``: what the model gets (the wake phrase stripped); ``normalised``: the same in Whisper's
+    normalised form (numbers as digits, no punctuation); ``prompt_chars``: the length of the initial prompt
+    Whisper was given (0: none)."""
+
     kind: ClassVar[str] = "transcript"
     text: str = ""
     audio_s: float = 0.0
+    normalised: str = ""
+    prompt_chars: int = 0
 
 
 @dataclass(frozen=True)

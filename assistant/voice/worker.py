@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from assistant.clock import utcnow
@@ -22,6 +23,7 @@ from assistant.voice import vad
 from assistant.voice.audio import SAMPLE_RATE, SAMPLE_WIDTH, duration_s
 from assistant.voice.engines import EngineError
 from assistant.voice.messages import ControlMessage, WakeEvent
+from assistant.voice.normalise import normalise_transcript
 from assistant.voice.runs import (
     AudioPublished,
     EngineFailed,
@@ -39,6 +41,7 @@ from assistant.voice.runs import (
     WakeDetected,
 )
 from assistant.voice.sessions import InvalidTransition, SessionManager, SessionState
+from assistant.voice.stt import stt_prompt
 
 log = logging.getLogger("assistant.voice.pipeline")
 
@@ -47,6 +50,7 @@ T = TypeVar("T")
 PLAYBACK_GRACE_S = 2.0  # no playback_done from the satellite: follow-up starts this long after the reply's end
 WAKE_CONTEXT_S = 0.3  # audio before the wake detection handed to the segmenter (its pre-roll)
 MAX_QUEUED_CHUNKS = 1_000  # per room; more (a stuck worker) are dropped and counted
+PROMPT_EXCHANGES = 2  # the session's last exchanges (utterance and reply) in Whisper's initial prompt
 
 
 # --- engines and collaborators the pipeline needs ------------------------------------------------------------
@@ -154,6 +158,7 @@ class RoomWorker:
         self.recent: deque[bytes] = deque()
         self.recent_bytes = 0
         self.conversation_id: str | None = None
+        self.exchanges: deque[str] = deque(maxlen=2 * PROMPT_EXCHANGES)  # this session's utterances and replies
         self.playback_done = threading.Event()
         self.stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"voice-room-{room_id[:8]}", daemon=True)
@@ -204,6 +209,7 @@ class RoomWorker:
             self._end_run(reason)
         self.mode = Mode.IDLE
         self.conversation_id = None
+        self.exchanges.clear()
         self.wake.reset()
         self.segmenter.reset()
         self._clear_recent()
@@ -307,17 +313,23 @@ class RoomWorker:
         try:
             user_id = self._identify(pcm)
             stage = Stage.STT
-            transcript = pipeline.call(Stage.STT, settings.stt.timeout_ms, pipeline.engines.stt.transcribe, pcm,
+            prompt = self._stt_prompt()
+            transcribe = pipeline.engines.stt.transcribe
+            transcript = pipeline.call(Stage.STT, settings.stt.timeout_ms,
+                                       transcribe if prompt is None else partial(transcribe, prompt=prompt), pcm,
                                        run=run)
             text = strip_wake_phrase(transcript.text, pipeline.engines.words)
-            pipeline.emit(run, Transcribed, text=text, audio_s=round(transcript.audio_s, 3))
-            if not text:
+            normalised = normalise_transcript(text)
+            pipeline.emit(run, Transcribed, text=text, normalised=normalised, audio_s=round(transcript.audio_s, 3),
+                          prompt_chars=len(prompt or ""))
+            if not re.search(r"\w", normalised):  # nothing, or only punctuation and hesitations ("Uh...")
                 raise EngineError("nothing was understood: the transcript is empty")
             stage = Stage.LLM
             started = time.monotonic()
             reply, conversation_id = pipeline.respond(user_id, text, self.conversation_id)
             run.stages[Stage.LLM] = time.monotonic() - started
             self.conversation_id = conversation_id
+            self.exchanges.extend((text, reply))
             pipeline.sessions.annotate(self.room_id, conversation_id=conversation_id)
             pipeline.emit(run, ResponseReady, text=reply, conversation_id=conversation_id)
             pipeline.sessions.mark_responding(self.room_id)
@@ -338,6 +350,20 @@ class RoomWorker:
             self._end_session(f"{stage}_error")
             return
         self._await_playback(duration_s(speech))
+
+    def _stt_prompt(self) -> str | None:
+        """Whisper's initial prompt (``[voice.stt] prompt_context``): the enrolled speakers' names and this
+        session's last exchanges; None when off or empty. The exchanges were said aloud in this room already,
+        so whoever speaks next learns nothing from them; a failing speaker store only drops the names."""
+        if not self.pipeline.settings.stt.prompt_context:
+            return None
+        registry, names = self.pipeline.engines.speakers, []
+        if registry is not None:
+            try:
+                names = [getattr(profile, "name", "") for profile in registry.list()]
+            except Exception:
+                log.warning("voice room %s: speaker names for the STT prompt unavailable", self.room_id, exc_info=True)
+        return stt_prompt(names, self.exchanges)
 
     def _identify(self, pcm: bytes) -> str:
         pipeline, run = self.pipeline, self.run
