@@ -13,7 +13,9 @@ A transcript keeps the model's raw text (what the language model gets) and its W
 (:mod:`assistant.voice.normalise`: numbers as digits, American spelling, no punctuation), used for matching
 and for the word error rate. ``transcribe(pcm, prompt=...)`` passes Whisper an ``initial_prompt``:
 :func:`stt_prompt` builds one from the enrolled speakers' names and the room session's last exchanges, so
-names and the words of the conversation are spelled as before.
+names and the words of the conversation are spelled as before. A prompt can also put words into Whisper's mouth:
+on noise, tiny.en prompted with the last exchange repeats it. A transcript made only of the prompt's words
+(:func:`echoes_prompt`) is therefore transcribed again without the prompt, and says so (``prompt_echo``).
 
 ``faster_whisper`` is imported by the factory only, so ``import assistant.voice.stt`` stays fast. ``jiwer``
 (the reference WER implementation, a test/benchmark dependency) is imported by :func:`word_error_rate` only.
@@ -54,6 +56,7 @@ class Transcript:
     language: str
     audio_s: float  # length of the input
     compute_s: float  # time spent transcribing (time.perf_counter)
+    prompt_echo: bool = False  # the prompted text only repeated the prompt: this is the text heard without it
 
     @cached_property
     def normalised(self) -> str:
@@ -92,9 +95,12 @@ class FasterWhisperSpeechToText:
         started = time.perf_counter()
         try:
             text, language = self._run(pcm, prompt)
+            echo = bool(prompt) and echoes_prompt(text, prompt or "")
+            if echo:
+                text, language = self._run(pcm, None)
         except Exception as exc:
             raise EngineError(f"faster-whisper could not transcribe {audio_s:.2f} s of audio: {exc}") from exc
-        return Transcript(text, language, audio_s, time.perf_counter() - started)
+        return Transcript(text, language, audio_s, time.perf_counter() - started, prompt_echo=echo)
 
     def _run(self, pcm: bytes, prompt: str | None) -> tuple[str, str]:
         samples = pcm_to_float(pcm)
@@ -185,6 +191,15 @@ def stt_prompt(names: Iterable[str], context: Iterable[str]) -> str | None:
         text = tail if text[cut - 1] == " " else tail.partition(" ")[2] or tail
     parts = [f"{', '.join(kept)}." if kept else "", text]
     return " ".join(p for p in parts if p) or None
+
+
+def echoes_prompt(text: str, prompt: str) -> bool:
+    """Whether every word of ``text`` (normalised) is a word of ``prompt``: what Whisper writes when the prompt,
+    not the audio, made the words. Measured with tiny.en: 0.5-3 s of silence or low noise prompted with "...
+    Paris is the capital of France." is heard as "Paris is the capital of France." Transcribed again without
+    the prompt, it is "" (and real speech that happens to repeat the prompt is heard again as it was)."""
+    words = normalise_transcript(text).split()
+    return bool(words) and set(words) <= set(normalise_transcript(prompt).split())
 
 
 def word_error_rate(references: list[str], hypotheses: list[str], *, normalised: bool = False) -> float:

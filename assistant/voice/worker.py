@@ -313,17 +313,7 @@ class RoomWorker:
         try:
             user_id = self._identify(pcm)
             stage = Stage.STT
-            prompt = self._stt_prompt()
-            transcribe = pipeline.engines.stt.transcribe
-            transcript = pipeline.call(Stage.STT, settings.stt.timeout_ms,
-                                       transcribe if prompt is None else partial(transcribe, prompt=prompt), pcm,
-                                       run=run)
-            text = strip_wake_phrase(transcript.text, pipeline.engines.words)
-            normalised = normalise_transcript(text)
-            pipeline.emit(run, Transcribed, text=text, normalised=normalised, audio_s=round(transcript.audio_s, 3),
-                          prompt_chars=len(prompt or ""))
-            if not re.search(r"\w", normalised):  # nothing, or only punctuation and hesitations ("Uh...")
-                raise EngineError("nothing was understood: the transcript is empty")
+            text = self._transcribe(pcm)
             stage = Stage.LLM
             started = time.monotonic()
             reply, conversation_id = pipeline.respond(user_id, text, self.conversation_id)
@@ -350,6 +340,22 @@ class RoomWorker:
             self._end_session(f"{stage}_error")
             return
         self._await_playback(duration_s(speech))
+
+    def _transcribe(self, pcm: bytes) -> str:
+        """Speech-to-text (with the prompt of :meth:`_stt_prompt`), the wake phrase stripped, the transcript
+        event emitted; EngineError when nothing was understood."""
+        pipeline, run = self.pipeline, self.run
+        prompt = self._stt_prompt()
+        transcribe = pipeline.engines.stt.transcribe
+        transcript = pipeline.call(Stage.STT, pipeline.settings.stt.timeout_ms,
+                                   transcribe if prompt is None else partial(transcribe, prompt=prompt), pcm, run=run)
+        text = strip_wake_phrase(transcript.text, pipeline.engines.words)
+        normalised = normalise_transcript(text)
+        pipeline.emit(run, Transcribed, text=text, normalised=normalised, audio_s=round(transcript.audio_s, 3),
+                      prompt_chars=len(prompt or ""), prompt_echo=transcript.prompt_echo)
+        if not re.search(r"\w", normalised):  # nothing, or only punctuation and hesitations ("Uh...")
+            raise EngineError("nothing was understood: the transcript is empty")
+        return text
 
     def _stt_prompt(self) -> str | None:
         """Whisper's initial prompt (``[voice.stt] prompt_context``): the enrolled speakers' names and this

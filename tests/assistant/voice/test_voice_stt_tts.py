@@ -144,6 +144,43 @@ def test_a_prompt_is_passed_to_whisper_as_its_initial_prompt() -> None:
     assert transcript.normalised == "set a timer for alice"
 
 
+class EchoingWhisperModel(FakeWhisperModel):
+    """Repeats the end of its prompt when given one (as tiny.en does on noise), hears ``texts`` without."""
+
+    def transcribe(self, audio: np.ndarray, **options: Any):
+        if options["initial_prompt"]:
+            self.calls.append((audio, options))
+            return iter([Segment(" Paris is the capital of France.")]), Info("en")
+        return super().transcribe(audio, **options)
+
+
+def test_a_transcript_that_only_echoes_the_prompt_is_heard_again_without_it() -> None:
+    model = EchoingWhisperModel([])
+    prompt = "Alice. What is the capital of France? Paris is the capital of France."
+    transcript = FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt=prompt)
+    assert (transcript.text, transcript.prompt_echo) == ("", True)
+    assert [options["initial_prompt"] for _, options in model.calls] == [prompt, None]
+
+
+def test_a_transcript_with_words_of_its_own_keeps_the_prompted_text() -> None:
+    model = FakeWhisperModel(["And of Germany?"])
+    transcript = FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt="What is the capital of France?")
+    assert (transcript.text, transcript.prompt_echo) == ("And of Germany?", False)
+    assert len(model.calls) == 1
+
+
+@pytest.mark.parametrize(("text", "prompt", "echo"), [
+    ("Paris is the capital of France.", "Alice. What is the capital of France? Paris is the capital of France.", True),
+    ("The capital of France is the capital of France.", "Paris is the capital of France.", True),
+    ("Set a timer for 10 minutes.", "Set a timer for ten minutes.", True),  # alike once normalised
+    ("And of Germany?", "What is the capital of France?", False),
+    ("", "Alice.", False),
+    ("Alice", "", False),
+])
+def test_echoes_prompt(text: str, prompt: str, echo: bool) -> None:
+    assert stt.echoes_prompt(text, prompt) is echo
+
+
 def test_a_transcript_keeps_its_raw_text_and_gives_the_normalised_form() -> None:
     transcript = stt.Transcript("What colour is it? Twenty-five percent.", "en", 2.0, 0.1)
     assert transcript.text == "What colour is it? Twenty-five percent."
