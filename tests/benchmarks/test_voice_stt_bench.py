@@ -18,7 +18,9 @@ class ScriptedStt:
 
     def transcribe(self, pcm: bytes, *, prompt: str | None = None) -> Transcript:
         self.prompts.append(prompt)
-        return Transcript(self.texts.pop(0), "en", len(pcm) / 32_000, self.compute_s)
+        text = self.texts.pop(0)
+        echo = text.startswith("(echo)")  # "(echo)": the prompted text only repeated the prompt
+        return Transcript(text.removeprefix("(echo)"), "en", len(pcm) / 32_000, self.compute_s, prompt_echo=echo)
 
 
 CLIPS = [("one", silence(2.0), "Set a timer for ten minutes."), ("two", silence(3.0), "What colour is it?")]
@@ -44,28 +46,48 @@ def test_a_model_that_cannot_be_built_is_reported_not_installed() -> None:
 
 def test_each_installed_model_is_measured_on_every_set_and_compared_with_the_first() -> None:
     names = [("n", silence(1.0), "Ask Niamh about dinner.")]
+    quiet = [("q1", silence(1.0), ""), ("q2", silence(0.5), "")]
     sets = {"librivox": (CLIPS[:1], None), "numbers": (CLIPS[1:], None), "names": (names, None),
-            "names_prompted": (names, "Niamh, Tom.")}
-    tiny = ScriptedStt(["a", "b", "Ask name about dinner.", "Ask Niamh about dinner."], 0.2)
+            "names_prompted": (names, "Niamh, Tom."), "no_speech": (quiet, None),
+            "no_speech_prompted": (quiet, ("Niamh, Tom. Hello.",))}
+    tiny = ScriptedStt(["a", "b", "Ask name about dinner.", "Ask Niamh about dinner.", "", "", "(echo)", "Hello."],
+                       0.2)
     models = {
         "tiny.en": bench.measure_model(lambda: tiny, sets),
         "base.en": {"installed": False, "reason": "not here"},
-        "small.en": bench.measure_model(lambda: ScriptedStt(["c", "d", "e", "f"], 0.5), sets),
+        "small.en": bench.measure_model(lambda: ScriptedStt(["c", "d", "e", "f", "", "", "", ""], 0.5), sets),
     }
-    assert tiny.prompts == [None, None, None, "Niamh, Tom."]
+    assert tiny.prompts == [None, None, None, "Niamh, Tom.", None, None, "Niamh, Tom. Hello.", "Niamh, Tom. Hello."]
+    assert models["tiny.en"]["no_speech"] == {"transcribed": 2, "words_heard": 0, "echoes": 0,
+                                              "transcripts": {"q1": "", "q2": ""}}
+    assert models["tiny.en"]["no_speech_prompted"] == {"transcribed": 2, "words_heard": 1, "echoes": 1,
+                                                       "transcripts": {"q1, prompt 1": "", "q2, prompt 1": "Hello."}}
     bench.relative_speed(models)
     assert models["tiny.en"]["librivox"]["x_first"] == 1.0
     assert models["small.en"]["librivox"]["x_first"] == 2.5
     assert models["tiny.en"]["installed"] and models["tiny.en"]["load_s"] >= 0
-    assert set(models["small.en"]) == {"installed", "load_s", "librivox", "numbers", "names", "names_prompted"}
+    assert set(models["small.en"]) == {"installed", "load_s", *sets}
     assert (models["tiny.en"]["names"]["names_heard"], models["tiny.en"]["names_prompted"]["names_heard"]) == (0, 1)
-    lines = bench.report({"threads": 2, "prompt": "Niamh, Tom.", "models": models,
+    lines = bench.report({"threads": 2, "prompt": "Niamh, Tom.", "context_prompts": ("Niamh, Tom. Hello.",),
+                          "models": models,
                           **{name: bench.corpus(clips) for name, (clips, _) in sets.items()}})
     assert "  base.en    not installed: not here" in lines
     assert any(line.startswith("  small.en ") and "100.0%" in line for line in lines)
     assert "1 clips, 6 reference words, 2.0 s of audio" in lines[1]
+    assert ("            no speech (2 clips of silence and noise): 0 words heard without a prompt; with 1 context "
+            "prompts, 1 words in 2 transcripts (1 echoes of the prompt transcribed again without it)") in lines
+    assert "  context prompt 1: 'Niamh, Tom. Hello.'" in lines
     assert "    tiny.en names_prompted: 'n' -> 'Ask Niamh about dinner.'" in bench.transcripts(
         {"models": models})
+
+
+def test_no_speech_is_transcribed_with_every_context_prompt() -> None:
+    stt = ScriptedStt(["", "", "(echo)", ""])
+    result = bench.no_speech_figures(stt, [("a", silence(1.0), ""), ("b", silence(1.0), "")], ("P1.", "P2."))
+    assert stt.prompts == ["P1.", "P1.", "P2.", "P2."]
+    assert (result["transcribed"], result["words_heard"], result["echoes"]) == (4, 0, 1)
+    assert list(result["transcripts"]) == ["a, prompt 1", "b, prompt 1", "a, prompt 2", "b, prompt 2"]
+    assert len(bench.no_speech_clips()) == 6 and len(bench.CONTEXT_PROMPTS) == 3
 
 
 def test_names_heard_counts_household_names_spelled_as_in_the_reference() -> None:
