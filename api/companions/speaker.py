@@ -33,7 +33,7 @@ from assistant.voice.audio import decode_upload
 from assistant.voice.speaker import SpeakerEmbedder, create_embedder
 from assistant.voice.speakers import MAX_SAMPLE_BYTES
 
-IN_PROCESS_ENGINE = "d-vector"  # what the service runs when the settings name the remote engine (itself)
+IN_PROCESS_ENGINE = "ge2e"  # what the service runs when the settings name the remote engine (itself)
 
 EmbedderFactory = Callable[[SpeakerIdSettings], SpeakerEmbedder]
 _BINARY = {"schema": {"type": "string", "format": "binary", "maxLength": MAX_SAMPLE_BYTES}}

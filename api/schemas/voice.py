@@ -53,7 +53,8 @@ class RoomList(BaseModel):
 class SessionOut(BaseModel):
     id: str
     room_id: str
-    speaker_id: str | None = Field(description="The identified speaker's profile id; null when unknown.")
+    speaker_id: str | None = Field(description="The profile id of the speaker of the latest exchange, when "
+                                  "identified confidently (a reliable profile); null otherwise.")
     conversation_id: str
     state: str = Field(description="listening, processing, responding or follow_up (an active session is "
                                    "never ended).")

@@ -39,7 +39,10 @@ class ChatBridge:
     On the server's event loop once one is bound (the API binds it at startup, so the inference queue's
     asyncio lock is only ever used from one loop), else on a private loop thread (notebooks, scripts).
     Voice turns ask for a short, plain answer (:data:`VOICE_SYSTEM_PROMPT`, at most
-    :data:`VOICE_MAX_TOKENS` tokens).
+    :data:`VOICE_MAX_TOKENS` tokens). A turn that is not ``personal`` (a speaker not confidently
+    identified, :mod:`assistant.voice.worker`) uses no memories, learns nothing, and is offered only the
+    tools that hold no personal data (:meth:`assistant.tools.catalog.Toolbox.shared_tools`; none when no
+    such tool is registered).
     """
 
     def __init__(self, chat: Any, timeout_s: float = CHAT_TIMEOUT_S):
@@ -61,17 +64,22 @@ class ChatBridge:
                 threading.Thread(target=self._own.run_forever, name="voice-chat-loop", daemon=True).start()
             return self._own
 
-    def __call__(self, user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
-        future = asyncio.run_coroutine_threadsafe(self._ask(user_id, text, conversation_id), self._target_loop())
+    def __call__(self, user_id: str, text: str, conversation_id: str | None, *, personal: bool) -> tuple[str, str]:
+        future = asyncio.run_coroutine_threadsafe(self._ask(user_id, text, conversation_id, personal),
+                                                  self._target_loop())
         return future.result(timeout=self.timeout_s)
 
-    async def _ask(self, user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
+    async def _ask(self, user_id: str, text: str, conversation_id: str | None, personal: bool) -> tuple[str, str]:
         from assistant.chat.service import ChatRequest
         from assistant.errors import NotFoundError
 
+        toolbox = self.chat.toolbox
+        tools = None if personal else (toolbox.shared_tools() if toolbox is not None else ())
+
         def request(cid: str | None) -> ChatRequest:
             return ChatRequest(text, conversation_id=cid, system_prompt=VOICE_SYSTEM_PROMPT,
-                               max_tokens=VOICE_MAX_TOKENS)
+                               max_tokens=VOICE_MAX_TOKENS, enabled_tools=tools, use_memories=personal,
+                               learn=personal)
 
         try:
             reply = await self.chat.chat(user_id, request(conversation_id))
@@ -173,6 +181,10 @@ class VoiceService:
             for key, n in self.pipeline.dropped.items():
                 counts[key] = counts.get(key, 0) + n
         return counts
+
+    def speaker_unavailable(self) -> int:
+        """Exchanges answered as an unknown speaker because the speaker engine failed or timed out."""
+        return self.pipeline.speaker_unavailable if self.pipeline is not None else 0
 
     def stop(self) -> None:
         if self.bus is not None:

@@ -42,7 +42,7 @@ class FailingEmbedder:
         raise EngineError("speaker companion service at http://127.0.0.1:8084 is unreachable")
 
 
-def speech(seed: int = 0, seconds: float = 1.0) -> bytes:
+def speech(seed: int = 0, seconds: float = 1.5) -> bytes:
     return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, int(16_000 * seconds)))
 
 
@@ -54,7 +54,7 @@ def flac_bytes(pcm: bytes) -> bytes:
 
 def use(services, embedder) -> SpeakerRegistry:
     registry = SpeakerRegistry(SpeakerStore(services.db, services.sealer), services.settings.voice.speaker_id,
-                               embedder)
+                               embedder, cohort=None)
     services.voice.speakers = registry
     return registry
 

@@ -149,7 +149,7 @@ class Rig:
     clock: Clock
     room_id: str
     led: Led
-    asked: list[tuple[str, str, str | None]]
+    asked: list[tuple[str, str, str | None, bool]]  # (user id, text, conversation id, personal)
 
     def send(self, pcm: bytes, chunk: int = 2560) -> None:
         for i in range(0, len(pcm), chunk):
@@ -182,11 +182,11 @@ def rig(tmp_path):
     sessions = SessionManager(settings.conversation, clock=clock)
     room = rooms.create("Kitchen")
     bus, stt, led = FakeBus(), FakeStt(), Led()
-    asked: list[tuple[str, str, str | None]] = []
+    asked: list[tuple[str, str, str | None, bool]] = []
 
-    def respond(user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
-        asked.append((user_id, text, conversation_id))
-        return "Paris is the capital of France.", "conv-1"
+    def respond(user_id: str, text: str, conversation_id: str | None, *, personal: bool) -> tuple[str, str]:
+        asked.append((user_id, text, conversation_id, personal))
+        return "Paris is the capital of France.", (conversation_id or f"conv-{len(asked)}")
 
     engines = Engines(wake=lambda _room: FakeWake(), vad=FakeVad, stt=stt, tts=FakeTts(), words=("hey_jarvis",))
     pipeline = VoicePipeline(settings, rooms=rooms, sessions=sessions, bus=bus, engines=engines, respond=respond,
@@ -217,7 +217,7 @@ def test_a_whole_exchange_passes_every_state_and_stage(rig: Rig) -> None:
         assert kind in kinds
     transcript = next(e for e in run.events if e.kind == "transcript")
     assert transcript.text == "what is the capital of France?"  # the wake phrase is not a question
-    assert rig.asked == [("00000000-0000-4000-8000-00000000beef", "what is the capital of France?", None)]
+    assert rig.asked == [("00000000-0000-4000-8000-00000000beef", "what is the capital of France?", None, False)]
     assert next(e for e in run.events if e.kind == "playback_done").source == "satellite"
     latencies = run.latencies()
     assert {Stage.STT, Stage.LLM, Stage.TTS, Stage.PUBLISH} <= set(latencies)
@@ -236,7 +236,7 @@ def test_follow_up_speech_resumes_the_session_and_keeps_the_conversation(rig: Ri
     rig.stt.text = "And of Germany?"
     rig.utterance(wake=False)
     wait_for(lambda: len(rig.bus.outputs) == 2)
-    assert rig.asked[1][1:] == ("And of Germany?", "conv-1")
+    assert rig.asked[1][1:3] == ("And of Germany?", "conv-1")
     assert len(rig.bus.wakes) == 1  # no second wake word needed
     assert rig.sessions.get_active_session(rig.room_id).exchange_count == 2
 
@@ -384,7 +384,7 @@ def test_an_identified_speaker_is_answered_as_their_user(rig: Rig) -> None:
     rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
     rig.utterance()
     wait_for(lambda: rig.bus.outputs)
-    assert rig.asked[0][0] == "user-alice"
+    assert rig.asked[0][0] == "user-alice" and rig.asked[0][3] is True  # with Alice's memories
     assert rig.sessions.get_active_session(rig.room_id).speaker_id == "spk-1"
     speaker = next(e for e in rig.pipeline.runs[-1].events if e.kind == "speaker")
     assert (speaker.known, speaker.name, speaker.score) == (True, "Alice", 0.91)
@@ -396,7 +396,7 @@ def test_an_unknown_speaker_is_answered_as_the_default_user(rig: Rig) -> None:
     rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch(None, None, None, 0.75))  # at the threshold: unknown
     rig.utterance()
     wait_for(lambda: rig.bus.outputs)
-    assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef"
+    assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef" and rig.asked[0][3] is False  # no memories
     assert rig.sessions.get_active_session(rig.room_id).speaker_id is None
 
 
@@ -520,5 +520,21 @@ def test_a_failing_speaker_store_only_drops_the_names_from_the_prompt(rig: Rig, 
     wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
     rig.pipeline.engines.speakers = FakeProfiles("Alice", fail=True)
     worker = rig.pipeline._workers[rig.room_id]
-    assert worker._stt_prompt() == "what is the capital of France? Paris is the capital of France."
+    assert worker._stt_prompt(True) == "what is the capital of France? Paris is the capital of France."
     assert "speaker names for the STT prompt unavailable" in caplog.text
+
+
+def test_someone_else_in_the_follow_up_gets_no_context_in_the_prompt(rig: Rig) -> None:
+    from assistant.voice.speakers import SpeakerMatch
+
+    speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
+    rig.pipeline.engines.speakers = speakers
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    speakers.match = SpeakerMatch(None, None, None, 0.3)  # not Alice: her exchange is not their context
+    rig.stt.text = "And of Germany?"
+    rig.utterance(wake=False)
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts == [None, None]  # the fake's profile has no name, and the context is Alice's
