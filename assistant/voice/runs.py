@@ -78,9 +78,17 @@ class SpeakerIdentified(VoiceEvent):
 
 @dataclass(frozen=True)
 class Transcribed(VoiceEvent):
+    """``text``: what the model gets (the wake phrase stripped); ``normalised``: the same in Whisper's
+    normalised form (numbers as digits, no punctuation); ``prompt_chars``: the length of the initial prompt
+    Whisper was given (0: none); ``prompt_echo``: the prompted transcript only repeated the prompt, so this is
+    the audio transcribed again without it."""
+
     kind: ClassVar[str] = "transcript"
     text: str = ""
     audio_s: float = 0.0
+    normalised: str = ""
+    prompt_chars: int = 0
+    prompt_echo: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from assistant.clock import utcnow
@@ -38,6 +39,7 @@ from assistant.voice import vad
 from assistant.voice.audio import SAMPLE_RATE, SAMPLE_WIDTH, duration_s
 from assistant.voice.engines import EngineError
 from assistant.voice.messages import ControlMessage, WakeEvent
+from assistant.voice.normalise import normalise_transcript
 from assistant.voice.runs import (
     AudioPublished,
     EngineFailed,
@@ -56,6 +58,7 @@ from assistant.voice.runs import (
 )
 from assistant.voice.sessions import InvalidTransition, SessionManager, SessionState
 from assistant.voice.speakers import MatchReason, SpeakerMatch
+from assistant.voice.stt import stt_prompt
 
 log = logging.getLogger("assistant.voice.pipeline")
 
@@ -64,6 +67,7 @@ T = TypeVar("T")
 PLAYBACK_GRACE_S = 2.0  # no playback_done from the satellite: follow-up starts this long after the reply's end
 WAKE_CONTEXT_S = 0.3  # audio before the wake detection handed to the segmenter (its pre-roll)
 MAX_QUEUED_CHUNKS = 1_000  # per room; more (a stuck worker) are dropped and counted
+PROMPT_EXCHANGES = 2  # the session's last exchanges (utterance and reply) in Whisper's initial prompt
 
 
 # --- engines and collaborators the pipeline needs ------------------------------------------------------------
@@ -183,6 +187,7 @@ class RoomWorker:
         self.recent_bytes = 0
         self.conversation_id: str | None = None
         self.identity: Identity | None = None  # whose conversation conversation_id is
+        self.exchanges: deque[str] = deque(maxlen=2 * PROMPT_EXCHANGES)  # this session's utterances and replies
         self.playback_done = threading.Event()
         self.stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"voice-room-{room_id[:8]}", daemon=True)
@@ -233,6 +238,7 @@ class RoomWorker:
             self._end_run(reason)
         self.mode = Mode.IDLE
         self.conversation_id = None
+        self.exchanges.clear()
         self.wake.reset()
         self.segmenter.reset()
         self._clear_recent()
@@ -336,18 +342,14 @@ class RoomWorker:
         try:
             identity = self._identify(pcm)
             stage = Stage.STT
-            transcript = pipeline.call(Stage.STT, settings.stt.timeout_ms, pipeline.engines.stt.transcribe, pcm,
-                                       run=run)
-            text = strip_wake_phrase(transcript.text, pipeline.engines.words)
-            pipeline.emit(run, Transcribed, text=text, audio_s=round(transcript.audio_s, 3))
-            if not text:
-                raise EngineError("nothing was understood: the transcript is empty")
+            text = self._transcribe(pcm, same_speaker=identity == self.identity)
             stage = Stage.LLM
             started = time.monotonic()
             kept = self.conversation_id if identity == self.identity else None  # a new speaker: a new conversation
             reply, conversation_id = pipeline.respond(identity.user_id, text, kept, personal=identity.personal)
             run.stages[Stage.LLM] = time.monotonic() - started
             self.conversation_id, self.identity = conversation_id, identity
+            self.exchanges.extend((text, reply))
             pipeline.sessions.annotate(self.room_id, conversation_id=conversation_id)
             pipeline.emit(run, ResponseReady, text=reply, conversation_id=conversation_id)
             pipeline.sessions.mark_responding(self.room_id)
@@ -368,6 +370,36 @@ class RoomWorker:
             self._end_session(f"{stage}_error")
             return
         self._await_playback(duration_s(speech))
+
+    def _transcribe(self, pcm: bytes, *, same_speaker: bool) -> str:
+        """Speech-to-text (with the prompt of :meth:`_stt_prompt`), the wake phrase stripped, the transcript
+        event emitted; EngineError when nothing was understood."""
+        pipeline, run = self.pipeline, self.run
+        prompt = self._stt_prompt(same_speaker)
+        transcribe = pipeline.engines.stt.transcribe
+        transcript = pipeline.call(Stage.STT, pipeline.settings.stt.timeout_ms,
+                                   transcribe if prompt is None else partial(transcribe, prompt=prompt), pcm, run=run)
+        text = strip_wake_phrase(transcript.text, pipeline.engines.words)
+        normalised = normalise_transcript(text)
+        pipeline.emit(run, Transcribed, text=text, normalised=normalised, audio_s=round(transcript.audio_s, 3),
+                      prompt_chars=len(prompt or ""), prompt_echo=transcript.prompt_echo)
+        if not re.search(r"\w", normalised):  # nothing, or only punctuation and hesitations ("Uh...")
+            raise EngineError("nothing was understood: the transcript is empty")
+        return text
+
+    def _stt_prompt(self, same_speaker: bool) -> str | None:
+        """Whisper's initial prompt (``[voice.stt] prompt_context``): the enrolled speakers' names and, while
+        the speaker's identity is the one of the session's last exchanges (as for the conversation), those
+        exchanges; None when off or empty. A failing speaker store only drops the names."""
+        if not self.pipeline.settings.stt.prompt_context:
+            return None
+        registry, names = self.pipeline.engines.speakers, []
+        if registry is not None:
+            try:
+                names = [getattr(profile, "name", "") for profile in registry.list()]
+            except Exception:
+                log.warning("voice room %s: speaker names for the STT prompt unavailable", self.room_id, exc_info=True)
+        return stt_prompt(names, self.exchanges if same_speaker else ())
 
     def _identify(self, pcm: bytes) -> Identity:
         """Who spoke, and whether the exchange may use their personal data (see the module docstring)."""

@@ -75,11 +75,13 @@ class FakeStt:
     fail: Exception | None = None
     delay: float = 0.0
     heard: list[bytes] = field(default_factory=list)
+    prompts: list[str | None] = field(default_factory=list)
 
-    def transcribe(self, pcm: bytes):
+    def transcribe(self, pcm: bytes, *, prompt: str | None = None):
         from assistant.voice.stt import Transcript
 
         self.heard.append(pcm)
+        self.prompts.append(prompt)
         if self.delay:
             time.sleep(self.delay)
         if self.fail:
@@ -418,3 +420,121 @@ def test_the_loopback_bus_drives_a_started_voice_service(make_settings, make_ser
     assert not voice.status().mqtt_connected
     voice.stop()
     assert voice.pipeline is None
+
+
+# --- the transcript: its normalised form and Whisper's initial prompt ---------------------------------------
+
+
+class FakeProfiles:
+    """A SpeakerRegistry stand-in for the prompt: enrolled profiles with names, nobody identified."""
+
+    def __init__(self, *names: str, fail: bool = False) -> None:
+        from assistant.voice.speakers import SpeakerProfile
+
+        self.profiles = [SpeakerProfile(f"spk-{i}", f"user-{i}", name, 3, "") for i, name in enumerate(names)]
+        self.fail = fail
+
+    def list(self) -> list[object]:
+        if self.fail:
+            raise RuntimeError("database is locked")
+        return self.profiles
+
+    def identify(self, pcm: bytes):
+        from assistant.voice.speakers import SpeakerMatch
+
+        return SpeakerMatch(None, None, None, 0.2)
+
+
+def test_the_transcript_event_carries_the_normalised_text(rig: Rig) -> None:
+    rig.stt.text = "Hey Jarvis, set a timer for ten minutes."
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    transcript = next(e for e in rig.pipeline.runs[-1].events if e.kind == "transcript")
+    assert transcript.text == "set a timer for ten minutes."  # the raw text is what the model gets
+    assert transcript.normalised == "set a timer for 10 minutes"
+    assert rig.asked[0][1] == "set a timer for ten minutes."
+    assert transcript.as_dict()["normalised"] == "set a timer for 10 minutes"
+
+
+def test_a_transcript_of_only_hesitation_is_not_understood(rig: Rig) -> None:
+    rig.stt.text = "Uh..."
+    rig.utterance()
+    wait_for(lambda: "engine_error" in rig.events())
+    assert "nothing was understood" in next(e for e in rig.pipeline.runs[-1].events if e.kind == "engine_error").error
+    assert not rig.asked
+
+
+def test_the_prompt_holds_enrolled_names_and_the_sessions_last_exchanges(rig: Rig) -> None:
+    rig.pipeline.engines.speakers = FakeProfiles("Alice", "Bob", "alice")
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.stt.prompts == ["Alice, Bob."]  # no exchange yet: the names only, deduplicated
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.stt.text = "And of Germany?"
+    rig.utterance(wake=False)
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts[1] == ("Alice, Bob. what is the capital of France? Paris is the capital of France.")
+    transcript = [e for run in rig.pipeline.runs for e in run.events if e.kind == "transcript"][-1]
+    assert transcript.prompt_chars == len(rig.stt.prompts[1])
+
+
+def test_a_new_session_starts_without_the_last_sessions_words(rig: Rig) -> None:
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.clock.advance(10_000)  # the follow-up window ends the session
+    rig.pipeline.tick()
+    wait_for(lambda: rig.state() is None)
+    rig.utterance()
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts == [None, None]  # nobody enrolled, and the new session has no exchange yet
+
+
+def test_the_prompt_keeps_the_most_recent_words_bounded(rig: Rig) -> None:
+    for n in range(4):
+        rig.stt.text = f"question number {n} " + "word " * 60
+        rig.utterance(wake=n == 0)
+        wait_for(lambda n=n: len(rig.bus.outputs) == n + 1)
+        playback_done(rig)
+        wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    last = rig.stt.prompts[-1]
+    assert last is not None and len(last) <= 200
+    assert last.endswith("Paris is the capital of France.") and "question number 0" not in last
+
+
+def test_no_prompt_when_prompt_context_is_off(rig: Rig) -> None:
+    rig.pipeline.settings.stt.prompt_context = False
+    rig.pipeline.engines.speakers = FakeProfiles("Alice")
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.stt.prompts == [None]
+    assert next(e for e in rig.pipeline.runs[-1].events if e.kind == "transcript").prompt_chars == 0
+
+
+def test_a_failing_speaker_store_only_drops_the_names_from_the_prompt(rig: Rig, caplog) -> None:
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.pipeline.engines.speakers = FakeProfiles("Alice", fail=True)
+    worker = rig.pipeline._workers[rig.room_id]
+    assert worker._stt_prompt(True) == "what is the capital of France? Paris is the capital of France."
+    assert "speaker names for the STT prompt unavailable" in caplog.text
+
+
+def test_someone_else_in_the_follow_up_gets_no_context_in_the_prompt(rig: Rig) -> None:
+    from assistant.voice.speakers import SpeakerMatch
+
+    speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
+    rig.pipeline.engines.speakers = speakers
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    speakers.match = SpeakerMatch(None, None, None, 0.3)  # not Alice: her exchange is not their context
+    rig.stt.text = "And of Germany?"
+    rig.utterance(wake=False)
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts == [None, None]  # the fake's profile has no name, and the context is Alice's
