@@ -337,7 +337,7 @@ def identification(embeddings: dict[str, list[np.ndarray]], enrolled: int = ENRO
         profiles = {}
         for reader, vectors in embeddings.items():
             for vector in vectors[:enrolled]:
-                profiles[reader], _ = registry.store.add_sample("bench", f"reader {reader}", vector)
+                profiles[reader], _ = registry.store.add_sample("bench", f"reader {reader}", vector, settings.engine)
         counts = {"right": 0, "unknown": 0, "wrong": 0}
         for reader, vectors in embeddings.items():
             for vector in vectors[enrolled:]:

@@ -229,8 +229,8 @@ class SpeakerRegistry:
         self._vad_source = vad if vad is not None else EnergyVad()
         self._vad: VoiceActivityDetector | None = None
         self._cohort_source = cohort
-        self._cohort: tuple[Cohort | None] | None = None
-        self._household: tuple[tuple[tuple[str, int], ...], Household] | None = None
+        self._cohort: tuple[str, Cohort | None] | None = None
+        self._household: tuple[tuple[str, tuple[tuple[str, int], ...]], Household] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -248,19 +248,21 @@ class SpeakerRegistry:
 
     @property
     def cohort(self) -> Cohort | None:
+        """The impostor cohort for the current engine (loaded once per engine id)."""
         with self._lock:
-            if self._cohort is None:
+            engine = self._engine_id()
+            if self._cohort is None or self._cohort[0] != engine:
                 source = self._cohort_source
-                cohort = source(self.settings, self._engine_id()) if callable(source) else source
-                self._cohort = (cohort,)
-            return self._cohort[0]
+                self._cohort = (engine, source(self.settings, engine) if callable(source) else source)
+            return self._cohort[1]
 
     @property
     def engine_id(self) -> str:
-        """The engine that makes this registry's embeddings (stored with each; only its own are compared)."""
-        return str(getattr(self.embedder, "engine_id", self.settings.engine))
+        """The engine that makes this registry's embeddings (stored with each; only its own are compared):
+        the built embedder's ``engine_id`` (the remote one reports its service's), else the configured id."""
+        return self._engine_id()
 
-    def _engine_id(self) -> str:  # under self._lock: the embedder is already built by then
+    def _engine_id(self) -> str:  # reads only: safe under self._lock
         embedder = self._embedder
         return str(getattr(embedder, "engine_id", self.settings.engine))
 
@@ -292,7 +294,7 @@ class SpeakerRegistry:
         """:meth:`enroll`, with the sample's quality and any warnings."""
         name = clean_name(name)
         quality = self.assess(pcm)
-        embedding = self.embed(pcm)
+        embedding = self.embed(pcm)  # builds the embedder, so engine_id is the engine's own from here
         warnings = []
         existing = self._samples_of(str(user_id), name)
         if existing is not None:
@@ -314,12 +316,13 @@ class SpeakerRegistry:
     def household(self) -> Household:
         """Every profile's centroid and normalisation statistics and the calibrated threshold (cached
         until a profile or sample is added or deleted)."""
-        signature = tuple((p.id, p.enrollment_count) for p in self.store.profiles())
+        profiles = tuple((p.id, p.enrollment_count) for p in self.store.profiles())
+        signature = (self.engine_id, profiles)
         cached = self._household
         if cached is not None and cached[0] == signature:
             return cached[1]
         samples = self.store.embeddings(self.settings.embedding_dim, engine=self.engine_id)
-        if stale := [p for p, _ in signature if p not in samples]:
+        if stale := [p for p, _ in profiles if p not in samples]:
             log.warning("%d speaker profile(s) hold no sample of the %r engine and are not compared: enrol them "
                         "again (%s)", len(stale), self.engine_id, ", ".join(stale[:5]))
         household = build_household(samples, self.cohort,
