@@ -1,5 +1,5 @@
 """The ``assistant`` command: serve, models install/list, keys create/list/revoke, the voice satellite
-simulator and the two voice companion services (wake word, speaker identification).
+simulator, the two voice companion services (wake word, speaker identification) and wakeword calibrate.
 
 It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
 """
@@ -333,9 +333,10 @@ def wakeword_service(
 
     from api.companions.wakeword import create_app
     from assistant.config import WakeWordSettings
+    from assistant.voice.wake_thresholds import with_data_dir
 
     settings = load_settings(config, None)
-    section = settings.voice.wake_word if settings.voice else WakeWordSettings()
+    section = with_data_dir(settings.voice.wake_word if settings.voice else WakeWordSettings(), settings.data_dir)
     app_ = _companion(create_app, section, host, token or section.token)
     uvicorn.run(app_, host=host, port=port, log_level=settings.server.log_level)
 
@@ -373,8 +374,10 @@ def _companion(create_app: Callable[..., object], section: object, host: str, to
 
 
 from api.cli_data import register  # noqa: E402 - backup, restore, keys rotate-memory-key
+from api.cli_wakeword import register as register_wakeword  # noqa: E402 - wakeword calibrate
 
 register(app, keys_app)
+register_wakeword(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -10,7 +10,8 @@ HTTP interface (JSON unless stated; errors use the API's envelope ``{"error": {"
   application/octet-stream`` or ``audio/L16``; at most 64 KiB = 2.048 s per request) ->
   ``{"detections": [{"word", "score", "at_s"}]}``. The stream's engine is created on first use and keeps
   partial 80 ms steps between requests; ``at_s`` counts the seconds of audio that stream has received.
-  Detection: score >= the configured sensitivity, then 1.0 s of audio without any detection.
+  Detection: score >= max(the configured sensitivity, the word's calibrated threshold; see
+  :mod:`assistant.voice.wake_thresholds`), then 1.0 s of audio without any detection.
 - ``DELETE /v1/streams/{stream_id}`` -> 204: forget the stream (audio and model state); 404 if unknown.
 
 ``stream_id`` matches ``^[A-Za-z0-9_.-]{1,64}$`` (422 otherwise). A body of odd length or another content

@@ -44,7 +44,17 @@ class MqttSettings(Section):
 
 class WakeWordSettings(Section):
     """``engine``: ``pyopen-wakeword`` (in-process) or ``remote`` (the wake-word companion service at ``url``).
-    ``sensitivity`` is the detection threshold on the model's score: higher means fewer false positives."""
+    ``sensitivity`` is the detection threshold on the model's score: higher means fewer false positives.
+    Each word's threshold is ``max(sensitivity, its calibrated threshold)``: the calibration (per word, the
+    lowest threshold whose false alarms on speech without the word stay within ``max_false_alarms_per_hour``,
+    plus a margin; see :mod:`assistant.voice.wake_thresholds`) is a floor under the sensitivity.
+    ``thresholds_file``: a calibration written by ``assistant wakeword calibrate``; default
+    ``<data_dir>/wakeword_thresholds.json`` when it exists, else the one packaged with the models.
+
+    ``words`` defaults to ``hey_jarvis`` alone: the only packaged word that every voice measured triggers at its
+    calibrated threshold, with no false alarm on ordinary speech; ``alexa``, ``hey_mycroft`` and ``okay_nabu``
+    miss half the synthesised positives or more, ``hey_rhasspy`` fired on ordinary speech (calibrated to the
+    0.99 cap), and each added word is one more chance to wake by mistake (figures: docs/wake-words.md)."""
 
     engine: str = "pyopen-wakeword"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8083
@@ -52,6 +62,9 @@ class WakeWordSettings(Section):
     words: list[str] = Field(default_factory=lambda: ["hey_jarvis"])
     sensitivity: float = Field(0.5, ge=0.0, le=1.0)
     timeout_ms: int = Field(2000, ge=1)
+    # the false-alarm budget `assistant wakeword calibrate` chooses thresholds for (alarms per hour of speech)
+    max_false_alarms_per_hour: float = Field(0.5, ge=0.0, le=3600.0)
+    thresholds_file: Path | None = None  # None: <data_dir>/wakeword_thresholds.json if present, else packaged
 
 
 class SpeakerIdSettings(Section):

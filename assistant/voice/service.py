@@ -23,6 +23,7 @@ from assistant.voice.sessions import SessionManager
 from assistant.voice.speaker import create_embedder
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
 from assistant.voice.vad import create_vad
+from assistant.voice.wake_thresholds import with_data_dir
 
 log = logging.getLogger("assistant.voice")
 
@@ -219,6 +220,7 @@ def build_voice(settings: Settings, db: Database, publisher: ControlPublisher | 
     voice = settings.voice
     if voice is None:
         return None
+    voice = voice.model_copy(update={"wake_word": with_data_dir(voice.wake_word, settings.data_dir)})
     rooms = RoomStore(db, voice.rooms, publisher or NullControlPublisher())
     speakers = SpeakerRegistry(SpeakerStore(db, sealer), voice.speaker_id,
                                lambda: create_embedder(voice.speaker_id), vad=lambda: create_vad(voice.vad))

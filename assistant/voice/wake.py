@@ -10,18 +10,22 @@ Engines (``voice.wake_word.engine``):
   ``stream_id`` (e.g. the room id) names the stream there. The service applies its own words and sensitivity;
   the client keeps only detections of its configured words. ``token`` is sent as a Bearer token.
 
-Decision rule: the models score every 80 ms of audio; a word is detected when its score is
-``>= sensitivity`` (the sensitivity IS the score threshold, 0.0..1.0: higher means fewer false positives and
-more missed words). After a detection, detections of every word are suppressed for
-:data:`REFRACTORY_S` seconds of audio, so one utterance gives one detection.
+Decision rule: the models score every 80 ms of audio; a word is detected when its score is ``>=`` its
+threshold, ``max(sensitivity, the word's calibrated threshold)`` (0.0..1.0: higher means fewer false positives
+and more missed words; the calibrated thresholds, chosen from a false-alarm budget, are read as
+:mod:`assistant.voice.wake_thresholds` says). When several words reach theirs in one step, the highest score
+wins. After a detection, detections of every word are suppressed for :data:`REFRACTORY_S` seconds of audio,
+so one utterance gives one detection.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from assistant.config import WakeWordSettings
 from assistant.errors import ConfigError
@@ -93,20 +97,27 @@ def check_words(words: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 class Trigger:
-    """Threshold + refractory period: turns per-step word scores into detections."""
+    """Thresholds + refractory period: turns per-step word scores into detections. ``threshold`` is one
+    threshold for every word, or each word's own (a word missing from the mapping is never detected)."""
 
-    def __init__(self, threshold: float, refractory_s: float = REFRACTORY_S):
+    def __init__(self, threshold: float | Mapping[str, float], refractory_s: float = REFRACTORY_S):
         self.threshold = threshold
         self.refractory_s = refractory_s
         self._quiet_until = float("-inf")
 
+    def threshold_of(self, word: str) -> float:
+        if isinstance(self.threshold, Mapping):
+            return self.threshold.get(word, float("inf"))
+        return self.threshold
+
     def decide(self, scores: dict[str, float], at_s: float) -> WakeDetection | None:
-        """The best-scoring word if it reaches the threshold outside a refractory period."""
+        """The best-scoring word among those reaching their threshold, outside a refractory period."""
         if not scores or at_s < self._quiet_until:
             return None
-        word, score = max(scores.items(), key=lambda item: item[1])
-        if score < self.threshold:
+        reached = [(word, score) for word, score in scores.items() if score >= self.threshold_of(word)]
+        if not reached:
             return None
+        word, score = max(reached, key=lambda item: item[1])
         self._quiet_until = at_s + self.refractory_s
         return WakeDetection(word, score, at_s)
 
@@ -115,9 +126,10 @@ class Trigger:
 
 
 class OpenWakeWordEngine:
-    """openWakeWord via pyopen-wakeword, in-process. Not thread-safe: one instance per stream."""
+    """openWakeWord via pyopen-wakeword, in-process. Not thread-safe: one instance per stream.
+    ``thresholds``: one score threshold for every word, or each word's (see :class:`Trigger`)."""
 
-    def __init__(self, words: tuple[str, ...], sensitivity: float):
+    def __init__(self, words: tuple[str, ...], thresholds: float | Mapping[str, float]):
         from pyopen_wakeword import Model, OpenWakeWord, OpenWakeWordFeatures
 
         self.words = words
@@ -126,7 +138,8 @@ class OpenWakeWordEngine:
             self._models = [OpenWakeWord.from_builtin(Model(word)) for word in words]
         except (OSError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"wake word engine pyopen-wakeword failed to load its models: {exc}") from None
-        self._trigger = Trigger(sensitivity)
+        self.thresholds = {w: thresholds[w] if isinstance(thresholds, Mapping) else thresholds for w in words}
+        self._trigger = Trigger(self.thresholds)
         self._pending = bytearray()
         self._samples = 0
         scored = self._scores(silence(STEP_SAMPLES / SAMPLE_RATE))  # validates that the models run, and primes them
@@ -149,6 +162,19 @@ class OpenWakeWordEngine:
             if detection:
                 detections.append(detection)
         return detections
+
+    def score_steps(self, pcm: bytes) -> dict[str, np.ndarray]:
+        """Each word's score at every 80 ms step of ``pcm`` (a trailing partial step is dropped), from a fresh
+        stream, without detecting anything: what calibration thresholds. The engine is reset after."""
+        self.reset()
+        step_bytes = STEP_SAMPLES * SAMPLE_WIDTH
+        steps = len(pcm) // step_bytes
+        traces = {word: np.zeros(steps, dtype=np.float32) for word in self.words}
+        for i in range(steps):
+            for word, score in self._scores(pcm[i * step_bytes:(i + 1) * step_bytes]).items():
+                traces[word][i] = score
+        self.reset()
+        return traces
 
     def _scores(self, step: bytes) -> dict[str, float]:
         """The highest score of each word over the embeddings this step produced."""
@@ -245,7 +271,15 @@ class RemoteWakeWord:
 
 
 def _open_wakeword(settings: WakeWordSettings, stream_id: str) -> OpenWakeWordEngine:
-    return OpenWakeWordEngine(check_words(settings.words), settings.sensitivity)
+    from assistant.voice.wake_thresholds import effective_thresholds, read_calibration
+
+    words = check_words(settings.words)
+    path = settings.thresholds_file
+    if path is not None and not path.expanduser().is_file():
+        raise ConfigError(f"voice.wake_word.thresholds_file {path} does not exist; write it with "
+                          "`assistant wakeword calibrate --negatives DIR --output PATH` or remove the setting")
+    calibration = read_calibration(path.expanduser() if path is not None else None)
+    return OpenWakeWordEngine(words, effective_thresholds(words, settings.sensitivity, calibration))
 
 
 def _remote(settings: WakeWordSettings, stream_id: str) -> RemoteWakeWord:
