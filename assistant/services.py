@@ -262,6 +262,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         voice=build_voice(settings, db, sealer=sealer),
         breakers=breakers,
     )
+    if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
+        metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
     if services.messaging is not None and services.messaging.sender is not None:
         services.messaging.sender = GuardedSender(services.messaging.sender, breakers.get(MESSENGER))

@@ -3,7 +3,7 @@
 1. Latency: spoken questions ("Hey Jarvis, what is the capital of France?" ...) synthesised with piper are
    streamed in real time, in 40 ms chunks, by the satellite simulator over a real mosquitto broker (started
    on a free loopback port) to the voice pipeline of services built as ``assistant serve`` builds them:
-   pyopen-wakeword, Silero VAD, the d-vector speaker engine (one LibriSpeech reader enrolled, so
+   pyopen-wakeword, Silero VAD, the ge2e speaker engine (one LibriSpeech reader enrolled, so
    identification runs; piper's voice is unknown and the default voice user answers), faster-whisper
    tiny.en, the embedded model (llama.cpp, 2 threads, temperature 0) and piper. Per exchange,
    ``VoiceRun.latencies()``: each stage's seconds, ``eos_to_audio_s`` (end of speech detected -> first
@@ -12,18 +12,22 @@
    Target: ``non_llm_s <= 0.6 x utterance``, judged on the mean ratio. The VAD's end-of-speech silence
    (``silence_ms`` 700) passes before the end of speech is detected, so it is in none of these figures.
    One warm-up question runs first (lazy loads, llama.cpp's prompt cache) and is reported apart.
-2. Speech-to-text on the LibriVox clips of ``../shared/benchmarks/speech/librivox`` (read in place):
-   corpus word error rate against the ``.txt`` references, and the real-time factor, transcription time
-   over the clips' own duration (the baseline, from the same run).
+2. Speech-to-text (``benchmarks/voice_stt.py``) per Whisper model size (tiny.en packaged; base.en and
+   small.en when ``--model-dir`` gives them): word error rate raw and Whisper-normalised on the LibriVox clips
+   and on piper-spoken number-heavy sentences, names heard with and without the enrolled-names prompt, and
+   the real-time factor (transcription time over the clips' own duration, the baseline from the same run).
 3. Wake words, every packaged word active at sensitivity 0.5: hits on ``hey_mycroft_test.wav``,
    ``alexa_test.wav`` and the piper-spoken "hey jarvis ..." questions; false alarms on speech with no wake
    word (``office_lights`` clips, ``hey_jane.wav``, the LibriVox clips), per hour of that audio.
-4. Speakers (5 LibriSpeech readers x 10 clips in ``../shared/benchmarks/speaker``), d-vector embeddings:
-   the equal error rate over all same/different pairs, the share of same pairs above the spec's
+4. Speakers (5 LibriSpeech readers x 10 clips in ``../shared/benchmarks/speaker``), the default engine's
+   embeddings: the equal error rate over all same/different pairs, the share of same pairs above the spec's
    ``match_threshold`` 0.75 and of different pairs at or below it, and identification accuracy with
    3 clips per reader enrolled (``SpeakerRegistry`` on an in-memory store) and the other clips identified.
+5. Verification (``benchmarks/voice_speaker.py``), ge2e and d-vector: 30 households of two enrolled readers
+   and one held-out reader, the cohort without any of them; genuine acceptance, impostor false accepts and
+   EER for the raw floor alone, the floor plus the AS-norm household threshold, and that threshold alone.
 
-    .venv/bin/python benchmarks/voice.py [--part all|latency|stt|wake|speaker] [--limit N] [--json]
+    .venv/bin/python benchmarks/voice.py [--part all|latency|stt|wake|speaker|verification] [--limit N] [--json]
 
 ``--limit N`` keeps the first N questions, LibriVox clips and clips per reader. Everything takes about
 1.5-3 minutes on two cores, most of it the latency part (real-time streaming and playback, generation).
@@ -54,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 from tqdm.auto import tqdm
 
-from assistant.config import Settings, SpeakerIdSettings, SttSettings, TtsSettings, WakeWordSettings
+from assistant.config import Settings, SpeakerIdSettings, TtsSettings, WakeWordSettings
 from assistant.voice.audio import decode_audio, duration_s, silence
 from assistant.voice.speaker import cosine
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore, equal_error_rate
@@ -337,7 +341,7 @@ def identification(embeddings: dict[str, list[np.ndarray]], enrolled: int = ENRO
         profiles = {}
         for reader, vectors in embeddings.items():
             for vector in vectors[:enrolled]:
-                profiles[reader], _ = registry.store.add_sample("bench", f"reader {reader}", vector)
+                profiles[reader], _ = registry.store.add_sample("bench", f"reader {reader}", vector, settings.engine)
         counts = {"right": 0, "unknown": 0, "wrong": 0}
         for reader, vectors in embeddings.items():
             for vector in vectors[enrolled:]:
@@ -385,13 +389,6 @@ def run_latency(limit: int | None) -> dict[str, Any]:
             "runs": [asdict(r) for r in runs]}
 
 
-def run_stt(limit: int | None) -> dict[str, Any]:
-    from assistant.voice.stt import create_stt
-
-    return stt_figures(create_stt(SttSettings(threads=2)), librivox_clips(limit),
-                       progress=bar("librivox", "clip"))
-
-
 def run_wake(limit: int | None) -> dict[str, Any]:
     from assistant.voice.wake import create_wake_word
 
@@ -409,16 +406,33 @@ def run_wake(limit: int | None) -> dict[str, Any]:
 def run_speaker(limit: int | None) -> dict[str, Any]:
     from assistant.voice.speaker import create_embedder
 
-    embedder = create_embedder(SpeakerIdSettings())
+    settings = SpeakerIdSettings()
+    embedder = create_embedder(settings)
     clips = [(reader, pcm) for reader, pcms in speaker_clips(limit).items() for pcm in pcms]
     embeddings: dict[str, list[np.ndarray]] = {}
     for reader, pcm in bar("speaker clips", "clip")(clips):
         embeddings.setdefault(reader, []).append(embedder.embed(pcm))
-    return speaker_figures(embeddings)
+    return {"engine": settings.engine, **speaker_figures(embeddings)}
+
+
+def run_verification(limit: int | None) -> dict[str, Any]:
+    """Leave-speakers-out verification, raw cosine against the floor plus AS-norm, for both in-process
+    engines (benchmarks/voice_speaker.py)."""
+    from benchmarks import voice_speaker
+
+    return {"engines": [voice_speaker.run(engine, progress=False) for engine in ("ge2e", "d-vector")]}
+
+
+def run_stt_sizes(limit: int | None) -> dict[str, Any]:
+    """WER raw and Whisper-normalised and the real-time factor per model size (benchmarks/voice_stt.py)."""
+    from benchmarks import voice_stt
+
+    return voice_stt.run(limit)
 
 
 PARTS: dict[str, Callable[[int | None], dict[str, Any]]] = {
-    "latency": run_latency, "stt": run_stt, "wake": run_wake, "speaker": run_speaker,
+    "latency": run_latency, "stt": run_stt_sizes, "wake": run_wake, "speaker": run_speaker,
+    "verification": run_verification,
 }
 
 
@@ -449,14 +463,6 @@ def print_latency(r: dict[str, Any]) -> None:
           "not in these figures)")
 
 
-def print_stt(r: dict[str, Any]) -> None:
-    print(f"Speech-to-text (faster-whisper tiny.en int8, 2 threads) on {r['clips']} LibriVox clips, "
-          f"{r['reference_words']} reference words")
-    print(f"  word error rate          {r['wer']:.1%}")
-    print(f"  transcription time       {r['compute_s']:.2f} s for {r['audio_s']:.2f} s of audio (the baseline)")
-    print(f"  real-time factor         {r['real_time_factor']:.3f}")
-
-
 def print_wake(r: dict[str, Any]) -> None:
     print(f"Wake words ({', '.join(r['words'])} all active, sensitivity {r['sensitivity']})")
     for word, hits in r["hits"].items():
@@ -471,7 +477,7 @@ def print_wake(r: dict[str, Any]) -> None:
 
 def print_speaker(r: dict[str, Any]) -> None:
     ident = r["identification"]
-    print(f"Speaker identification (d-vector, 256 dims): {r['readers']} readers x {r['clips'] // r['readers']} "
+    print(f"Speaker identification ({r.get('engine', 'ge2e')}, 256 dims): {r['readers']} readers x {r['clips'] // r['readers']} "
           f"clips, {r['same_pairs']} same / {r['different_pairs']} different pairs")
     print(f"  equal error rate         {r['eer']:.1%} (at cosine {r['eer_threshold']:.3f})")
     print(f"  same pairs > 0.75        {r['same_above_threshold']:.1%}")
@@ -481,8 +487,22 @@ def print_speaker(r: dict[str, Any]) -> None:
           f"({ident['right']} right, {ident['unknown']} unknown, {ident['wrong']} wrong)")
 
 
+def print_verification(r: dict[str, Any]) -> None:
+    from benchmarks import voice_speaker
+
+    for engine in r["engines"]:
+        print(voice_speaker.report(engine))
+
+
+def print_stt_sizes(r: dict[str, Any]) -> None:
+    from benchmarks import voice_stt
+
+    print("\n".join(voice_stt.report(r)))
+
+
 PRINTERS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "latency": print_latency, "stt": print_stt, "wake": print_wake, "speaker": print_speaker,
+    "latency": print_latency, "stt": print_stt_sizes, "wake": print_wake, "speaker": print_speaker,
+    "verification": print_verification,
 }
 
 

@@ -1,11 +1,11 @@
 """The speaker-identification companion service (spec: internal port 8084): the in-process speaker
-embedder (the d-vector encoder) over HTTP, so several servers or satellites share one loaded model.
+embedder (the configured in-process engine, ge2e by default) over HTTP, so several servers or satellites share one loaded model.
 ``assistant speaker-service --port 8084`` serves it; the ``remote`` speaker engine
 (:class:`assistant.voice.speaker.RemoteEmbedder`) is its client.
 
 HTTP interface (JSON responses; errors use the API's envelope ``{"error": {"code", "message", ...}}``):
 
-- ``GET /health`` -> ``{"status": "ok", "engine": "d-vector", "dim": 256}``
+- ``GET /health`` -> ``{"status": "ok", "engine": "ge2e", "dim": 256}``
 - ``POST /v1/embed`` with the audio as the body: a WAV or FLAC file (``Content-Type: audio/wav`` or
   ``audio/flac``, any rate and channels) or raw PCM16 LE 16 kHz mono (``application/octet-stream``),
   0.5 s to 60 s, at most 2 MiB -> ``{"embedding": [dim floats, L2-normalised], "dim": 256}``.
@@ -33,7 +33,7 @@ from assistant.voice.audio import decode_upload
 from assistant.voice.speaker import SpeakerEmbedder, create_embedder
 from assistant.voice.speakers import MAX_SAMPLE_BYTES
 
-IN_PROCESS_ENGINE = "d-vector"  # what the service runs when the settings name the remote engine (itself)
+IN_PROCESS_ENGINE = "ge2e"  # what the service runs when the settings name the remote engine (itself)
 
 EmbedderFactory = Callable[[SpeakerIdSettings], SpeakerEmbedder]
 _BINARY = {"schema": {"type": "string", "format": "binary", "maxLength": MAX_SAMPLE_BYTES}}
@@ -66,7 +66,7 @@ async def _read_body(request: Request) -> bytes:
 
 def create_app(settings: SpeakerIdSettings, embedder_factory: EmbedderFactory | None = None, *,
                token: str | None = None) -> FastAPI:
-    """The service for ``settings`` (engine ``remote`` means this service, so it runs ``d-vector``),
+    """The service for ``settings`` (engine ``remote`` means this service, so it runs ``ge2e``),
     protected by ``token`` when given. ``embedder_factory(settings)`` makes the embedder (default
     :func:`create_embedder`); it is built and checked now, so a missing model or a dimension other than
     ``embedding_dim`` raises ConfigError."""

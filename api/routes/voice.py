@@ -34,7 +34,7 @@ from api.schemas.voice import (
     VoiceStatusOut,
 )
 from assistant.errors import AssistantError, ConfigError, NotFoundError, ServiceUnavailableError
-from assistant.voice.audio import MAX_UPLOAD_SECONDS, decode_upload
+from assistant.voice.audio import MAX_UPLOAD_SECONDS, SAMPLE_RATE, decode_upload
 from assistant.voice.engines import EngineError
 from assistant.voice.rooms import MAX_NAME_CHARS
 from assistant.voice.service import VoiceService, VoiceStatus
@@ -169,21 +169,30 @@ async def enroll_speaker(
 
     The first sample creates the profile (201); later samples with the same name (ignoring case) add an
     embedding to it (200). At least `[voice.speaker_id] min_enrollment_samples` (3) samples make the
-    profile `reliable`. An empty, unreadable, silent, too short or too long sample, or a name that is
-    empty or not one line, is 422 with `details.fields`. 503 while voice is disabled or when the
-    speaker engine cannot be loaded or fails. The embedding is stored sealed (biometric data)."""
+    profile `reliable`. The sample must be fit to stand for a voice, else it is 422 with `details.fields`
+    naming the problem and nothing is stored: empty or unreadable (`not a WAV or FLAC file`), a file
+    sampled below 16 kHz or raw `audio/L16` with another `rate` (`wrong sample rate`) or `channels`
+    (`not mono`), silent (`silent`, below -60 dBFS), holding less than `[voice.speaker_id]
+    min_enrollment_speech_s` (1.0 s) of speech by the voice-activity detector (`too little speech`: also
+    what noise, music or bytes that are not audio get), more than 0.1 % of it at full scale (`clipped`),
+    shorter than 0.5 s or longer than 60 s; a name that is empty or not one line is 422 too. A sample that
+    is accepted but disagrees with the profile's earlier samples is stored with a `warnings` entry.
+    409 when the profile was enrolled with another speaker engine or dimension. 503 while voice is
+    disabled or when the speaker engine cannot be loaded or fails. The embedding is stored sealed
+    (biometric data)."""
     body = await request.body()
     if len(body) > MAX_SAMPLE_BYTES:
         raise AssistantError(f"a voice sample is at most {MAX_SAMPLE_BYTES} bytes; got {len(body)}",
                              code="PAYLOAD_TOO_LARGE")
     pcm = await run_in_threadpool(decode_upload, body, request.headers.get("content-type"),
-                                  max_seconds=MAX_UPLOAD_SECONDS)
+                                  max_seconds=MAX_UPLOAD_SECONDS, min_rate=SAMPLE_RATE)
     try:
-        profile, created = await run_in_threadpool(registry.enroll, str(principal.user_id), name, pcm)
+        enrolment = await run_in_threadpool(registry.enroll_sample, str(principal.user_id), name, pcm)
     except (ConfigError, EngineError) as exc:
         raise ServiceUnavailableError(f"speaker identification is unavailable: {exc.message}") from None
-    response.status_code = 201 if created else 200
-    return speaker_out(registry, profile)
+    response.status_code = 201 if enrolment.created else 200
+    return SpeakerOut.of(enrolment.profile, registry.reliable(enrolment.profile), warnings=enrolment.warnings,
+                         speech_s=enrolment.quality.speech_s)
 
 
 @router.delete("/speakers/{speaker_id}", status_code=204, response_class=Response, summary="Delete a speaker",

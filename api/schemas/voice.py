@@ -53,7 +53,8 @@ class RoomList(BaseModel):
 class SessionOut(BaseModel):
     id: str
     room_id: str
-    speaker_id: str | None = Field(description="The identified speaker's profile id; null when unknown.")
+    speaker_id: str | None = Field(description="The profile id of the speaker of the latest exchange, when "
+                                  "identified confidently (a reliable profile); null otherwise.")
     conversation_id: str
     state: str = Field(description="listening, processing, responding or follow_up (an active session is "
                                    "never ended).")
@@ -92,12 +93,21 @@ class SpeakerOut(BaseModel):
     created_at: str
     reliable: bool = Field(description="Addition to the spec's shape: true once `enrollment_count` reaches "
                                        "`[voice.speaker_id] min_enrollment_samples` (3). A profile with fewer "
-                                       "samples still matches, but its matches are marked unreliable.")
+                                       "samples still matches, but its matches are marked unreliable, and "
+                                       "a voice exchange answered from it uses no personal memories.")
+    warnings: list[str] = Field(default_factory=list, description=(
+        "Addition to the spec's shape, on enrolment only: problems with the sample just added that did not "
+        "refuse it, e.g. a sample whose cosine with the profile's earlier samples is at or below "
+        "`match_threshold` (another person, or a very different microphone)."))
+    speech_s: float | None = Field(None, description=(
+        "Addition to the spec's shape, on enrolment only: seconds of speech the voice-activity detector "
+        "found in the sample just added."))
 
     @classmethod
-    def of(cls, p: SpeakerProfile, reliable: bool) -> SpeakerOut:
+    def of(cls, p: SpeakerProfile, reliable: bool, *, warnings: tuple[str, ...] = (),
+           speech_s: float | None = None) -> SpeakerOut:
         return cls(id=p.id, user_id=p.user_id, name=p.name, enrollment_count=p.enrollment_count,
-                   created_at=p.created_at, reliable=reliable)
+                   created_at=p.created_at, reliable=reliable, warnings=list(warnings), speech_s=speech_s)
 
 
 class SpeakerList(BaseModel):

@@ -10,6 +10,10 @@ approval become approval requests of the chat's user (:mod:`assistant.chat.appro
 starts with ``/`` is a command, not a question, and never reaches a tool; ``enabled_tools: []``
 turns tools off for one request.
 
+``use_memories=False`` keeps the user's memories out of the prompt and ``learn=False`` learns nothing
+from the exchange (the exchange itself is still stored in its conversation): the voice pipeline sets
+both for a speaker it has not confidently identified (:mod:`assistant.voice.service`).
+
 Agent profiles (:mod:`assistant.agents.profiles`): the profiles a message names — its
 ``mentioned_profile_ids`` in order, then its ``@name`` mentions in order, each once — apply to
 that message only. The first is primary. Its system block (rendered template, style, skills,
@@ -63,6 +67,8 @@ class ChatRequest:
     max_tokens: int | None = None
     mentioned_profile_ids: tuple[str, ...] = ()
     enabled_tools: tuple[str, ...] | None = None
+    use_memories: bool = True  # False: no memory reaches the prompt (a voice speaker not confidently identified)
+    learn: bool = True  # False: nothing of the exchange is learned into the user's memories
 
 
 @dataclass(frozen=True)
@@ -225,25 +231,28 @@ class ChatService:
 
     async def stream(self, user_id: UUID | str, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored (and learned
-        from) before ``done``. Relevant memories are injected into the system prompt."""
+        from, unless ``request.learn`` is False) before ``done``. Relevant memories are injected into
+        the system prompt, unless ``request.use_memories`` is False."""
         profiles = self.resolve_profiles(user_id, request)
         self.validate(request, profiles)
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
         memory_on = self.memory is not None and self.memory_settings.enabled
+        retrieve = memory_on and self.memory_settings.enable_rag and request.use_memories
+        learn = memory_on and self.memory_settings.enable_learning and request.learn
         query_vector = None
         context = ""
         try:
-            if memory_on and (self.memory_settings.enable_rag or self.memory_settings.enable_learning):
+            if retrieve or learn:
                 query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
-            if memory_on and self.memory_settings.enable_rag:
+            if retrieve:
                 context, _ = await asyncio.to_thread(
                     self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
                 )
             enabled = self.offered_tools(request, profiles.tools, query_vector)
         except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
             log.warning("chat without memories: %s", exc.message)
-            memory_on, query_vector, context = False, None, ""
+            learn, query_vector, context = False, None, ""
             enabled = (request.enabled_tools or profiles.tools or tuple(self.tool_names)) \
                 if self.uses_tools(request) else None
         use_tools = enabled is not None
@@ -303,7 +312,7 @@ class ChatService:
         runs: tuple[ToolRun, ...] = ()
         if loop_result is not None and loop_result.records and self.tool_runs is not None:
             runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, loop_result.records))
-        if memory_on and self.memory_settings.enable_learning:
+        if learn:
             try:
                 await asyncio.to_thread(
                     self.memory.learn, str(user_id), request.message, reply,

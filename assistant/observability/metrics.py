@@ -5,7 +5,9 @@ collector renders them with exactly the spec's names: ``app_uptime_seconds`` (co
 ``http_requests_total{status}`` with ``success``/``client_error``/``server_error``, and the
 ``inference_time_ms`` histogram with buckets 100, 250, 500, 1000, +Inf. With the voice pipeline running,
 ``voice_dropped_messages_total{kind,reason}`` counts the bus messages it dropped (oversized, malformed,
-unknown room, ...; the reasons are in docs/voice-bus.md). ``circuit_breaker_state{backend}`` is a
+unknown room, ...; the reasons are in docs/voice-bus.md) and ``voice_speaker_unavailable_total`` the
+voice exchanges whose speaker engine failed or timed out, answered as an unknown speaker without
+personal memories (docs/companion-speaker.md). ``circuit_breaker_state{backend}`` is a
 gauge per backend's circuit breaker (assistant/breaker.py): 0 closed, 1 half-open, 2 open.
 """
 
@@ -47,6 +49,7 @@ class Metrics:
         self.tokens_total = 0
         self.inference_healthy = False
         self.voice_dropped: Callable[[], dict[tuple[str, str], int]] | None = None  # set by the voice service
+        self.voice_speaker_unavailable: Callable[[], int] | None = None  # set by the voice service
         self.circuits: Callable[[], dict[str, str]] | None = None  # backend -> breaker state (build_services)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
@@ -153,3 +156,9 @@ class _Collector:
             for (kind, reason), n in sorted(m.voice_dropped().items()):
                 dropped.add_sample("voice_dropped_messages_total", {"kind": kind, "reason": reason}, n)
             yield dropped
+        if m.voice_speaker_unavailable is not None:
+            unavailable = Metric("voice_speaker_unavailable",
+                                 "Voice exchanges answered as an unknown speaker because speaker identification "
+                                 "failed or timed out.", "counter")
+            unavailable.add_sample("voice_speaker_unavailable_total", {}, m.voice_speaker_unavailable())
+            yield unavailable

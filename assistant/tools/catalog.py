@@ -44,6 +44,14 @@ CAPABILITIES: tuple[Capability, ...] = (
     code.CAPABILITY,
 )
 
+# The capabilities whose tools read and write nobody's personal data (public weather, web and transport
+# information, the household's configured location): the only tools a voice exchange may offer when its
+# speaker is not confidently identified (assistant/voice/service.py), so that someone the assistant does
+# not know cannot hear the user's calendar, mail, contacts, tasks, reminders or memories, nor change them.
+# An allow-list: a new capability stays out until it is added here. code_execution holds no personal
+# data but runs programs on the server, which is not for a stranger's voice either.
+SHARED_CAPABILITIES = frozenset({"weather", "web_search", "transit"})
+
 
 @dataclass(frozen=True)
 class CapabilityStatus:
@@ -60,6 +68,10 @@ class Toolbox:
     registry: ToolRegistry
     backends: dict[str, Any] = field(default_factory=dict)
     status: list[CapabilityStatus] = field(default_factory=list)
+
+    def shared_tools(self) -> tuple[str, ...]:
+        """The registered tools of :data:`SHARED_CAPABILITIES` (no personal data), sorted by name."""
+        return tuple(t.name for t in self.registry.tools() if t.capability in SHARED_CAPABILITIES)
 
     def context(self, user_id: UUID | str, **extras: Any) -> ToolContext:
         return ToolContext(user_id, self.backends, dict(extras))

@@ -55,6 +55,11 @@ def decode_audio(data: bytes | Path | str) -> bytes:
 
     Raises :class:`ValueError` naming what is wrong when the data is not a readable audio file.
     """
+    return decode_audio_rate(data)[0]
+
+
+def decode_audio_rate(data: bytes | Path | str) -> tuple[bytes, int]:
+    """:func:`decode_audio`, and the file's own sample rate."""
     import soundfile
 
     source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else str(data)
@@ -65,7 +70,18 @@ def decode_audio(data: bytes | Path | str) -> bytes:
         # keep only its reason, which is what a client can act on.
         reason = str(getattr(exc, "error_string", "") or exc).split(": ", 1)[-1]
         raise ValueError(f"not a readable WAV or FLAC file: {reason}") from None
-    return float_to_pcm(resample(samples.mean(axis=1), int(rate), SAMPLE_RATE))
+    return float_to_pcm(resample(samples.mean(axis=1), int(rate), SAMPLE_RATE)), int(rate)
+
+
+def speed_perturb(pcm: bytes, factor: float) -> bytes:
+    """The audio played ``factor`` times faster (pitch and formants shift with it), as Kaldi's speed
+    perturbation: resampled by ``1/factor`` and read at the original rate. ``factor`` 1.0 returns ``pcm``."""
+    if factor == 1.0:
+        return pcm
+    from fractions import Fraction
+
+    ratio = Fraction(factor).limit_denominator(40)
+    return float_to_pcm(resample(pcm_to_float(pcm), ratio.numerator, ratio.denominator))
 
 
 def wav_bytes(pcm: bytes, rate: int = SAMPLE_RATE) -> bytes:
@@ -82,28 +98,50 @@ def write_wav(path: Path | str, pcm: bytes, rate: int = SAMPLE_RATE) -> Path:
     return path
 
 
-def decode_upload(body: bytes, content_type: str | None, *, max_seconds: int = MAX_UPLOAD_SECONDS) -> bytes:
+def decode_upload(body: bytes, content_type: str | None, *, max_seconds: int = MAX_UPLOAD_SECONDS,
+                  min_rate: int | None = None) -> bytes:
     """An uploaded sample -> PCM16 16 kHz mono: a WAV/FLAC file (``audio/wav``, ``audio/x-wav``,
     ``audio/flac``, or any body starting with ``RIFF``/``fLaC``), else raw PCM16 LE 16 kHz mono
-    (``application/octet-stream`` or ``audio/L16``). Raises :class:`ValidationFailed` (422) with the reason."""
+    (``application/octet-stream`` or ``audio/L16``, whose ``rate`` and ``channels`` parameters, when
+    given, must be 16000 and 1). With ``min_rate``, a file recorded at a lower rate is refused: upsampling
+    cannot restore the band it lacks. Raises :class:`ValidationFailed` (422) with the reason."""
     kind = (content_type or "").split(";")[0].strip().lower()
+    _check_l16_parameters(kind, content_type or "")
     if not body:
         raise ValidationFailed("the audio body is empty", fields=[{"field": "body", "error": "empty"}])
     is_file = body[:4] in (b"RIFF", b"fLaC") or kind in {"audio/wav", "audio/x-wav", "audio/wave", "audio/flac"}
     if is_file:
         try:
-            pcm = decode_audio(body)
+            pcm, rate = decode_audio_rate(body)
         except ValueError as exc:
             raise ValidationFailed(str(exc), fields=[{"field": "body", "error": "not a WAV or FLAC file"}]) from None
     else:
         if len(body) % SAMPLE_WIDTH:
             raise ValidationFailed(f"raw PCM 16-bit needs an even number of bytes, got {len(body)}",
                                    fields=[{"field": "body", "error": "odd length"}])
-        pcm = body
+        pcm, rate = body, SAMPLE_RATE
     if duration_s(pcm) > max_seconds:
         raise ValidationFailed(f"the audio is {duration_s(pcm):.1f} s long; at most {max_seconds} s are accepted",
                                fields=[{"field": "body", "error": "too long"}])
     if duration_s(pcm) < 0.5:
         raise ValidationFailed(f"the audio is {duration_s(pcm):.2f} s long; at least 0.5 s of speech is needed",
                                fields=[{"field": "body", "error": "too short"}])
+    if min_rate is not None and rate < min_rate:
+        raise ValidationFailed(f"the file is sampled at {rate} Hz; at least {min_rate} Hz is needed (a "
+                               "resampled low-rate recording lacks the upper band voices are told apart by)",
+                               fields=[{"field": "body", "error": "wrong sample rate"}])
     return pcm
+
+
+def _check_l16_parameters(kind: str, content_type: str) -> None:
+    """``audio/L16; rate=8000`` (or ``channels=2``) names a format other than the bus's: refuse it."""
+    if kind != "audio/l16":
+        return
+    params = dict(part.strip().lower().split("=", 1) for part in content_type.split(";")[1:] if "=" in part)
+    if params.get("rate", str(SAMPLE_RATE)).strip() != str(SAMPLE_RATE):
+        raise ValidationFailed(f"raw PCM must be {SAMPLE_RATE} Hz; the Content-Type says rate={params['rate']} "
+                               "(send a WAV file to have it converted)",
+                               fields=[{"field": "body", "error": "wrong sample rate"}])
+    if params.get("channels", "1").strip() != "1":
+        raise ValidationFailed(f"raw PCM must be mono; the Content-Type says channels={params['channels']}",
+                               fields=[{"field": "body", "error": "not mono"}])

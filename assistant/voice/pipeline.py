@@ -6,19 +6,23 @@ Per room, audio chunks from ``{prefix}/audio/{room}/input`` go through:
    session (Listening), publishes a wake event, and lights the privacy LED.
 2. **capture** — the speech segmenter (VAD) cuts the utterance; its end moves the session to
    Processing and the LED goes off. No speech within ``no_speech_timeout_ms`` ends the session.
-3. **speaker** — the speaker is identified (unknown below ``match_threshold``: the configured
-   ``default_user_id`` answers), 4. **stt** — speech-to-text, 5. **llm** — chat for that user (the
-   session keeps one conversation), then Responding, 6. **tts** — speech, published as output frames,
+3. **speaker** — the speaker is identified; only a confidently identified one is answered as their
+   user with their memories and personal tools, anyone else (unknown, low confidence, a failing speaker
+   engine: counted, never the end of the exchange) as the configured ``default_user_id`` without any
+   (see :mod:`assistant.voice.worker`), 4. **stt** — speech-to-text, 5. **llm** — chat for that user
+   (the session keeps one conversation per speaker identity), then Responding, 6. **tts** — speech,
+   published as output frames,
    7. **playback** — the satellite's ``playback_done`` control message (or the reply's duration plus
    ``PLAYBACK_GRACE_S``) moves the session to FollowUp. Speech within the follow-up window resumes it
    (back to 2); the window's end, or ``max_session_duration_ms``, ends it.
 
 Every exchange is a :class:`VoiceRun` whose typed :class:`VoiceEvent` s are emitted to listeners as
 they happen, with per-stage latencies. Each engine call is bounded by its ``timeout_ms``; an engine
-error or timeout is reported as an :class:`EngineFailed` event and ends the session (Processing and
-Responding end on error, as the state machine says). A worker runs its exchange inline: audio that
-arrives while the session is Processing or Responding is discarded (those states accept no input).
-An engine call that times out keeps running in the background until it returns; its result is ignored.
+error or timeout (except the speaker engine's, see 3.) is reported as an :class:`EngineFailed` event
+and ends the session (Processing and Responding end on error, as the state machine says). A worker
+runs its exchange inline: audio that arrives while the session is Processing or Responding is
+discarded (those states accept no input). An engine call that times out keeps running in the
+background until it returns; its result is ignored.
 
 Modules: the run and its events are :mod:`assistant.voice.runs`; a room's worker (the stages), the
 engines and the bus it uses are :mod:`assistant.voice.worker`; this module connects the bus to
@@ -70,6 +74,7 @@ from assistant.voice.worker import (
     WAKE_PREFIX,
     Bus,
     Engines,
+    Identity,
     Mode,
     Responder,
     RoomWorker,
@@ -79,7 +84,7 @@ from assistant.voice.worker import (
 
 __all__ = [
     "MAX_QUEUED_CHUNKS", "PLAYBACK_GRACE_S", "WAKE_CONTEXT_S", "WAKE_PREFIX", "AudioPublished", "Bus",
-    "EngineFailed", "Engines", "EventListener", "Mode", "NoSpeech", "PlaybackComplete", "Responder",
+    "EngineFailed", "Engines", "EventListener", "Identity", "Mode", "NoSpeech", "PlaybackComplete", "Responder",
     "ResponseReady", "RoomWorker", "RunEnded", "SessionChanged", "SpeakerIdentified", "SpeechEnded",
     "SpeechStarted", "Stage", "Transcribed", "VoiceEvent", "VoicePipeline", "VoiceRun", "WakeDetected",
     "build_engines", "strip_wake_phrase",
@@ -118,6 +123,7 @@ class VoicePipeline:
         self.listeners: list[EventListener] = []
         self.runs: deque[VoiceRun] = deque(maxlen=KEEP_RUNS)
         self.dropped: Counter[tuple[str, str]] = Counter()  # (topic kind, reason) -> messages dropped
+        self.speaker_unavailable = 0  # exchanges answered as unknown because the speaker engine failed
         self._workers: dict[str, RoomWorker] = {}
         self._lock = threading.RLock()
         self._capturing: set[str] = set()
@@ -186,6 +192,14 @@ class VoicePipeline:
                 return None
             worker = self._workers[room_id] = RoomWorker(self, room_id)
             return worker
+
+    def count_speaker_unavailable(self, room_id: str, error: str) -> None:
+        """An exchange whose speaker engine failed or timed out: it goes on as an unknown speaker."""
+        with self._lock:
+            self.speaker_unavailable += 1
+            n = self.speaker_unavailable
+        log.warning("voice room %s: speaker identification unavailable (%d so far), answering as an unknown "
+                    "speaker: %s", room_id, n, error)
 
     def _drop(self, kind: str, reason: str, room_id: str) -> None:
         self.dropped[(kind, reason)] += 1

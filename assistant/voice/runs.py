@@ -57,19 +57,38 @@ class NoSpeech(VoiceEvent):
 
 @dataclass(frozen=True)
 class SpeakerIdentified(VoiceEvent):
+    """Who spoke and what the exchange may use: ``user_id`` answers; ``memories`` is ``"personal"``
+    (that user's memories and personal tools, and learning) only for a confidently identified speaker,
+    else ``"none"``; ``reason`` says why (:class:`assistant.voice.speakers.MatchReason`: ``matched``,
+    ``unreliable_profile``, ``no_profiles``, ``below_floor``, ``below_calibrated``,
+    ``speaker_service_down``). ``score`` is the raw cosine, ``normalised`` the cohort-normalised score
+    and ``threshold`` the household threshold it was held to (None when not computed)."""
+
     kind: ClassVar[str] = "speaker"
     speaker_id: str | None = None
     user_id: str = ""
     name: str | None = None
     score: float = 0.0
     known: bool = False
+    reason: str = ""
+    normalised: float | None = None
+    threshold: float | None = None
+    memories: str = "none"  # "personal" | "none"
 
 
 @dataclass(frozen=True)
 class Transcribed(VoiceEvent):
+    """``text``: what the model gets (the wake phrase stripped); ``normalised``: the same in Whisper's
+    normalised form (numbers as digits, no punctuation); ``prompt_chars``: the length of the initial prompt
+    Whisper was given (0: none); ``prompt_echo``: the prompted transcript only repeated the prompt, so this is
+    the audio transcribed again without it."""
+
     kind: ClassVar[str] = "transcript"
     text: str = ""
     audio_s: float = 0.0
+    normalised: str = ""
+    prompt_chars: int = 0
+    prompt_echo: bool = False
 
 
 @dataclass(frozen=True)

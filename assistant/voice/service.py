@@ -22,6 +22,7 @@ from assistant.voice.rooms import ControlPublisher, NullControlPublisher, RoomSt
 from assistant.voice.sessions import SessionManager
 from assistant.voice.speaker import create_embedder
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
+from assistant.voice.vad import create_vad
 from assistant.voice.wake_thresholds import with_data_dir
 
 log = logging.getLogger("assistant.voice")
@@ -40,7 +41,10 @@ class ChatBridge:
     On the server's event loop once one is bound (the API binds it at startup, so the inference queue's
     asyncio lock is only ever used from one loop), else on a private loop thread (notebooks, scripts).
     Voice turns ask for a short, plain answer (:data:`VOICE_SYSTEM_PROMPT`, at most
-    :data:`VOICE_MAX_TOKENS` tokens).
+    :data:`VOICE_MAX_TOKENS` tokens). A turn that is not ``personal`` (a speaker not confidently
+    identified, :mod:`assistant.voice.worker`) uses no memories, learns nothing, and is offered only the
+    tools that hold no personal data (:meth:`assistant.tools.catalog.Toolbox.shared_tools`; none when no
+    such tool is registered).
     """
 
     def __init__(self, chat: Any, timeout_s: float = CHAT_TIMEOUT_S):
@@ -62,17 +66,22 @@ class ChatBridge:
                 threading.Thread(target=self._own.run_forever, name="voice-chat-loop", daemon=True).start()
             return self._own
 
-    def __call__(self, user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
-        future = asyncio.run_coroutine_threadsafe(self._ask(user_id, text, conversation_id), self._target_loop())
+    def __call__(self, user_id: str, text: str, conversation_id: str | None, *, personal: bool) -> tuple[str, str]:
+        future = asyncio.run_coroutine_threadsafe(self._ask(user_id, text, conversation_id, personal),
+                                                  self._target_loop())
         return future.result(timeout=self.timeout_s)
 
-    async def _ask(self, user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
+    async def _ask(self, user_id: str, text: str, conversation_id: str | None, personal: bool) -> tuple[str, str]:
         from assistant.chat.service import ChatRequest
         from assistant.errors import NotFoundError
 
+        toolbox = self.chat.toolbox
+        tools = None if personal else (toolbox.shared_tools() if toolbox is not None else ())
+
         def request(cid: str | None) -> ChatRequest:
             return ChatRequest(text, conversation_id=cid, system_prompt=VOICE_SYSTEM_PROMPT,
-                               max_tokens=VOICE_MAX_TOKENS)
+                               max_tokens=VOICE_MAX_TOKENS, enabled_tools=tools, use_memories=personal,
+                               learn=personal)
 
         try:
             reply = await self.chat.chat(user_id, request(conversation_id))
@@ -175,6 +184,10 @@ class VoiceService:
                 counts[key] = counts.get(key, 0) + n
         return counts
 
+    def speaker_unavailable(self) -> int:
+        """Exchanges answered as an unknown speaker because the speaker engine failed or timed out."""
+        return self.pipeline.speaker_unavailable if self.pipeline is not None else 0
+
     def stop(self) -> None:
         if self.bus is not None:
             self.bus.stop()
@@ -210,5 +223,5 @@ def build_voice(settings: Settings, db: Database, publisher: ControlPublisher | 
     voice = voice.model_copy(update={"wake_word": with_data_dir(voice.wake_word, settings.data_dir)})
     rooms = RoomStore(db, voice.rooms, publisher or NullControlPublisher())
     speakers = SpeakerRegistry(SpeakerStore(db, sealer), voice.speaker_id,
-                               lambda: create_embedder(voice.speaker_id))
+                               lambda: create_embedder(voice.speaker_id), vad=lambda: create_vad(voice.vad))
     return VoiceService(voice, rooms, SessionManager(voice.conversation), speakers=speakers)

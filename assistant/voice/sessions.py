@@ -173,12 +173,20 @@ class SessionManager:
     def annotate(self, room_id: str, *, speaker_id: str | None = None,
                  conversation_id: str | None = None) -> VoiceSession:
         """Record who is speaking and the chat conversation of the room's active session; not a
-        transition (the state and the activity time stay as they are)."""
+        transition (the state and the activity time stay as they are). None leaves a value as it is."""
+        changes = {k: v for k, v in (("speaker_id", speaker_id), ("conversation_id", conversation_id)) if v}
+        return self._annotated("annotate", room_id, changes)
+
+    def set_speaker(self, room_id: str, speaker_id: str | None) -> VoiceSession:
+        """Who spoke the session's latest exchange: a confidently identified profile, or None (someone
+        not identified); not a transition."""
+        return self._annotated("set_speaker", room_id, {"speaker_id": speaker_id})
+
+    def _annotated(self, operation: str, room_id: str, changes: dict[str, str | None]) -> VoiceSession:
         with self._lock:
             current = self._current(room_id, self.clock())
             if current is None:
-                raise InvalidTransition(f"annotate: room {room_id} has no active session", {"room_id": room_id})
-            changes = {k: v for k, v in (("speaker_id", speaker_id), ("conversation_id", conversation_id)) if v}
+                raise InvalidTransition(f"{operation}: room {room_id} has no active session", {"room_id": room_id})
             annotated = replace(current, **changes)
             self._active[room_id] = annotated
             return annotated

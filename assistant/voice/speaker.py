@@ -123,18 +123,33 @@ def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
     return weights.astype(np.float32)
 
 
-def log_mel(samples: np.ndarray, fe: FrontEnd, basis: np.ndarray) -> np.ndarray:
-    """float samples -> ``(frames, n_mels)`` log10 mel power, frames as librosa's ``center=False`` STFT."""
+def power_spectrogram(samples: np.ndarray, *, n_fft: int, hop_length: int, win_length: int | None = None,
+                      window: str = "hamming", center: bool = False) -> np.ndarray:
+    """librosa ``abs(stft(...)) ** 2`` as ``(frames, n_fft // 2 + 1)``: a periodic ``window`` of
+    ``win_length`` (default ``n_fft``) centred in ``n_fft``. ``center=False``: frames start at sample 0
+    and only whole frames count; ``center=True``: the signal is first padded by ``n_fft // 2`` on each
+    side by reflection (librosa's ``pad_mode`` default before 0.10), giving ``1 + len // hop`` frames."""
     from scipy.signal import get_window
 
-    window = np.zeros(fe.n_fft, dtype=np.float32)
-    pad = (fe.n_fft - fe.win_length) // 2
-    window[pad:pad + fe.win_length] = get_window("hamming", fe.win_length, fftbins=True)
-    n_frames = 1 + (len(samples) - fe.n_fft) // fe.hop_length
+    win_length = win_length or n_fft
+    taper = np.zeros(n_fft, dtype=np.float32)
+    pad = (n_fft - win_length) // 2
+    taper[pad:pad + win_length] = get_window(window, win_length, fftbins=True)
+    samples = np.asarray(samples, dtype=np.float32)
+    if center:
+        samples = np.pad(samples, n_fft // 2, mode="reflect")
+    n_frames = 1 + (len(samples) - n_fft) // hop_length
     if n_frames < 1:
+        return np.zeros((0, n_fft // 2 + 1), dtype=np.float32)
+    frames = np.lib.stride_tricks.sliding_window_view(samples, n_fft)[::hop_length][:n_frames]
+    return np.abs(np.fft.rfft(frames * taper, axis=-1)) ** 2
+
+
+def log_mel(samples: np.ndarray, fe: FrontEnd, basis: np.ndarray) -> np.ndarray:
+    """float samples -> ``(frames, n_mels)`` log10 mel power, frames as librosa's ``center=False`` STFT."""
+    power = power_spectrogram(samples, n_fft=fe.n_fft, hop_length=fe.hop_length, win_length=fe.win_length)
+    if len(power) == 0:
         return np.zeros((0, fe.n_mels), dtype=np.float32)
-    frames = np.lib.stride_tricks.sliding_window_view(samples, fe.n_fft)[::fe.hop_length][:n_frames]
-    power = np.abs(np.fft.rfft(frames * window, axis=-1)) ** 2
     return np.log10(power @ basis.T + LOG_FLOOR).astype(np.float32)
 
 
@@ -159,6 +174,8 @@ def bundled_model() -> Path:
 
 class DVectorEmbedder:
     """The packaged d-vector encoder, in-process (onnxruntime, one thread)."""
+
+    engine_id = "d-vector"
 
     def __init__(self, model_path: Path | str | None = None, *, threads: int = THREADS):
         import onnxruntime as ort
@@ -212,6 +229,7 @@ class RemoteEmbedder:
                                   "token: set [voice.speaker_id] token to the service's token")
             health.raise_for_status()
             self.dim = int(health.json()["dim"])
+            self.engine_id = str(health.json().get("engine") or "remote")  # what the service runs
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"speaker engine 'remote': the companion service at {self.url} is not "
                               f"healthy: {exc}") from None
@@ -258,6 +276,7 @@ def remote_embedder(settings: SpeakerIdSettings) -> RemoteEmbedder:
 ENGINES: Registry[SpeakerEmbedder] = Registry("speaker identification engine", {
     "d-vector": "assistant.voice.speaker:dvector_embedder",
     "remote": "assistant.voice.speaker:remote_embedder",
+    "ge2e": "assistant.voice.ge2e:ge2e_embedder",
 })
 
 

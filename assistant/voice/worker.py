@@ -1,6 +1,22 @@
 """A room's worker: the pipeline's stages for one room, in order on its own thread — wake word,
 capture (VAD), speaker, speech-to-text, the model, speech, playback, follow-up (see
-:mod:`assistant.voice.pipeline`) — and the engines and bus they use."""
+:mod:`assistant.voice.pipeline`) — and the engines and bus they use.
+
+Identity gates memory. Only a *confident* speaker (:attr:`SpeakerMatch.confident`: matched, with a
+reliable profile) is answered as their own user with their personal data: memories in the prompt,
+learning from the exchange, every tool. Anyone else — nobody enrolled, a score below the raw floor or
+the household's calibrated threshold, a profile with too few samples, or a speaker engine that failed
+or timed out — is answered as ``[voice] default_user_id`` with ``personal=False``: no memories, nothing
+learned, only the tools that hold no personal data (:data:`assistant.tools.catalog.SHARED_CAPABILITIES`).
+Such a speaker is not answered as the room's owner: a room belongs to whoever registered it, and
+whoever stands in it is not that person; the household has no shared memory store, so "the room's
+shared memories" are none. A speaker engine that fails does not end the exchange: it is answered as
+an unknown speaker (``speaker_service_down``) and counted (``voice_speaker_unavailable_total``).
+The :class:`SpeakerIdentified` event says which way it went and why (``memories``, ``reason``). A
+session's conversation is kept only while its speaker's identity stays the same: when it changes (Alice,
+then someone unidentified in the follow-up window) the next exchange starts a new conversation, so its
+history never carries one person's answers to another.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from assistant.clock import utcnow
@@ -22,6 +39,7 @@ from assistant.voice import vad
 from assistant.voice.audio import SAMPLE_RATE, SAMPLE_WIDTH, duration_s
 from assistant.voice.engines import EngineError
 from assistant.voice.messages import ControlMessage, WakeEvent
+from assistant.voice.normalise import normalise_transcript
 from assistant.voice.runs import (
     AudioPublished,
     EngineFailed,
@@ -39,6 +57,8 @@ from assistant.voice.runs import (
     WakeDetected,
 )
 from assistant.voice.sessions import InvalidTransition, SessionManager, SessionState
+from assistant.voice.speakers import MatchReason, SpeakerMatch
+from assistant.voice.stt import stt_prompt
 
 log = logging.getLogger("assistant.voice.pipeline")
 
@@ -47,6 +67,7 @@ T = TypeVar("T")
 PLAYBACK_GRACE_S = 2.0  # no playback_done from the satellite: follow-up starts this long after the reply's end
 WAKE_CONTEXT_S = 0.3  # audio before the wake detection handed to the segmenter (its pre-roll)
 MAX_QUEUED_CHUNKS = 1_000  # per room; more (a stuck worker) are dropped and counted
+PROMPT_EXCHANGES = 2  # the session's last exchanges (utterance and reply) in Whisper's initial prompt
 
 
 # --- engines and collaborators the pipeline needs ------------------------------------------------------------
@@ -61,9 +82,18 @@ class Bus(Protocol):
 
 
 class Responder(Protocol):
-    def __call__(self, user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
-        """The chat answer to ``text`` for ``user_id``: ``(reply text, conversation id)``."""
+    def __call__(self, user_id: str, text: str, conversation_id: str | None, *, personal: bool) -> tuple[str, str]:
+        """The chat answer to ``text`` for ``user_id``: ``(reply text, conversation id)``. With ``personal``
+        False it uses none of the user's memories or personal tools and learns nothing from the exchange."""
         ...
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whom an exchange is answered as, and whether it may use that user's personal data."""
+
+    user_id: str
+    personal: bool
 
 
 @dataclass
@@ -117,6 +147,8 @@ class RoomHost(Protocol):
 
     def led_off(self, room_id: str) -> None: ...
 
+    def count_speaker_unavailable(self, room_id: str, error: str) -> None: ...
+
 
 class Mode(StrEnum):
     IDLE = "idle"  # no session: the wake-word engine listens
@@ -154,6 +186,8 @@ class RoomWorker:
         self.recent: deque[bytes] = deque()
         self.recent_bytes = 0
         self.conversation_id: str | None = None
+        self.identity: Identity | None = None  # whose conversation conversation_id is
+        self.exchanges: deque[str] = deque(maxlen=2 * PROMPT_EXCHANGES)  # this session's utterances and replies
         self.playback_done = threading.Event()
         self.stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"voice-room-{room_id[:8]}", daemon=True)
@@ -204,6 +238,7 @@ class RoomWorker:
             self._end_run(reason)
         self.mode = Mode.IDLE
         self.conversation_id = None
+        self.exchanges.clear()
         self.wake.reset()
         self.segmenter.reset()
         self._clear_recent()
@@ -305,19 +340,16 @@ class RoomWorker:
             return
         stage = Stage.SPEAKER
         try:
-            user_id = self._identify(pcm)
+            identity = self._identify(pcm)
             stage = Stage.STT
-            transcript = pipeline.call(Stage.STT, settings.stt.timeout_ms, pipeline.engines.stt.transcribe, pcm,
-                                       run=run)
-            text = strip_wake_phrase(transcript.text, pipeline.engines.words)
-            pipeline.emit(run, Transcribed, text=text, audio_s=round(transcript.audio_s, 3))
-            if not text:
-                raise EngineError("nothing was understood: the transcript is empty")
+            text = self._transcribe(pcm, same_speaker=identity == self.identity)
             stage = Stage.LLM
             started = time.monotonic()
-            reply, conversation_id = pipeline.respond(user_id, text, self.conversation_id)
+            kept = self.conversation_id if identity == self.identity else None  # a new speaker: a new conversation
+            reply, conversation_id = pipeline.respond(identity.user_id, text, kept, personal=identity.personal)
             run.stages[Stage.LLM] = time.monotonic() - started
-            self.conversation_id = conversation_id
+            self.conversation_id, self.identity = conversation_id, identity
+            self.exchanges.extend((text, reply))
             pipeline.sessions.annotate(self.room_id, conversation_id=conversation_id)
             pipeline.emit(run, ResponseReady, text=reply, conversation_id=conversation_id)
             pipeline.sessions.mark_responding(self.room_id)
@@ -339,21 +371,64 @@ class RoomWorker:
             return
         self._await_playback(duration_s(speech))
 
-    def _identify(self, pcm: bytes) -> str:
+    def _transcribe(self, pcm: bytes, *, same_speaker: bool) -> str:
+        """Speech-to-text (with the prompt of :meth:`_stt_prompt`), the wake phrase stripped, the transcript
+        event emitted; EngineError when nothing was understood."""
         pipeline, run = self.pipeline, self.run
-        default_user = str(pipeline.settings.default_user_id)
+        prompt = self._stt_prompt(same_speaker)
+        transcribe = pipeline.engines.stt.transcribe
+        transcript = pipeline.call(Stage.STT, pipeline.settings.stt.timeout_ms,
+                                   transcribe if prompt is None else partial(transcribe, prompt=prompt), pcm, run=run)
+        text = strip_wake_phrase(transcript.text, pipeline.engines.words)
+        normalised = normalise_transcript(text)
+        pipeline.emit(run, Transcribed, text=text, normalised=normalised, audio_s=round(transcript.audio_s, 3),
+                      prompt_chars=len(prompt or ""), prompt_echo=transcript.prompt_echo)
+        if not re.search(r"\w", normalised):  # nothing, or only punctuation and hesitations ("Uh...")
+            raise EngineError("nothing was understood: the transcript is empty")
+        return text
+
+    def _stt_prompt(self, same_speaker: bool) -> str | None:
+        """Whisper's initial prompt (``[voice.stt] prompt_context``): the enrolled speakers' names and, while
+        the speaker's identity is the one of the session's last exchanges (as for the conversation), those
+        exchanges; None when off or empty. A failing speaker store only drops the names."""
+        if not self.pipeline.settings.stt.prompt_context:
+            return None
+        registry, names = self.pipeline.engines.speakers, []
+        if registry is not None:
+            try:
+                names = [getattr(profile, "name", "") for profile in registry.list()]
+            except Exception:
+                log.warning("voice room %s: speaker names for the STT prompt unavailable", self.room_id, exc_info=True)
+        return stt_prompt(names, self.exchanges if same_speaker else ())
+
+    def _identify(self, pcm: bytes) -> Identity:
+        """Who spoke, and whether the exchange may use their personal data (see the module docstring)."""
+        pipeline, run = self.pipeline, self.run
+        match = self._match(pcm)
+        personal = match.confident
+        user_id = str(match.user_id) if personal else str(pipeline.settings.default_user_id)
+        pipeline.sessions.set_speaker(self.room_id, match.speaker_id if personal else None)
+        pipeline.emit(run, SpeakerIdentified, speaker_id=match.speaker_id, user_id=user_id, name=match.name,
+                      score=round(float(match.score), 4), known=match.known, reason=str(match.reason),
+                      normalised=_rounded(match.normalised), threshold=_rounded(match.threshold),
+                      memories="personal" if personal else "none")
+        if not personal:
+            log.info("voice room %s: speaker not confidently identified (%s): answered without personal data",
+                     self.room_id, match.reason)
+        return Identity(user_id, personal)
+
+    def _match(self, pcm: bytes) -> SpeakerMatch:
+        """The registry's match; a failing or silent speaker engine is an unknown speaker (counted)."""
+        pipeline = self.pipeline
         registry = pipeline.engines.speakers
         if registry is None or not registry.list():
-            pipeline.emit(run, SpeakerIdentified, user_id=default_user, known=False)
-            return default_user
-        match = pipeline.call(Stage.SPEAKER, pipeline.settings.speaker_id.timeout_ms, registry.identify, pcm, run=run)
-        known = match.speaker_id is not None
-        user_id = str(match.user_id) if known else default_user
-        if known:
-            pipeline.sessions.annotate(self.room_id, speaker_id=match.speaker_id)
-        pipeline.emit(run, SpeakerIdentified, speaker_id=match.speaker_id, user_id=user_id, name=match.name,
-                      score=round(float(match.score), 4), known=known)
-        return user_id
+            return SpeakerMatch(None, None, None, 0.0, reason=MatchReason.NO_PROFILES)
+        try:
+            return pipeline.call(Stage.SPEAKER, pipeline.settings.speaker_id.timeout_ms, registry.identify, pcm,
+                                 run=self.run)
+        except AssistantError as exc:  # EngineError (failed, timed out), ConfigError (engine cannot be built)
+            pipeline.count_speaker_unavailable(self.room_id, exc.message)
+            return SpeakerMatch(None, None, None, 0.0, reason=MatchReason.SERVICE_DOWN)
 
     def _await_playback(self, reply_s: float) -> None:
         done = self.playback_done.wait(timeout=reply_s + PLAYBACK_GRACE_S)
@@ -382,3 +457,7 @@ class RoomWorker:
         if self.run is not None and self.run.ended is None:
             self.run.ended = reason
             self.pipeline.emit(self.run, RunEnded, reason=reason)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)

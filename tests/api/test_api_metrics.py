@@ -92,3 +92,9 @@ def test_prometheus_has_a_circuit_gauge_per_backend(client, services) -> None:
         breaker.record_failure("engine down")
     text = client.get("/metrics/prometheus").text
     assert 'circuit_breaker_state{backend="inference"} 2.0' in text
+
+
+def test_prometheus_has_the_speaker_unavailable_counter_with_voice(make_settings, make_services, make_client) -> None:
+    services = make_services(make_settings(voice={}))
+    text = make_client(services).get("/metrics/prometheus").text
+    assert "voice_speaker_unavailable_total 0.0" in text.splitlines()  # voice configured, not yet started

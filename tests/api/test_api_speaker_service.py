@@ -52,7 +52,7 @@ def service(fake: FakeEmbedder) -> TestClient:
 def test_health(service: TestClient) -> None:
     response = service.get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "engine": "d-vector", "dim": 256}
+    assert response.json() == {"status": "ok", "engine": "ge2e", "dim": 256}
     assert response.headers["X-Request-Id"]
 
 
@@ -64,9 +64,9 @@ def test_remote_settings_run_the_in_process_engine(fake: FakeEmbedder) -> None:
         return fake
 
     app = create_app(SpeakerIdSettings(engine="remote", url="http://127.0.0.1:8084"), factory)
-    assert [(s.engine, s.url) for s in seen] == [("d-vector", None)]
+    assert [(s.engine, s.url) for s in seen] == [("ge2e", None)]
     with TestClient(app) as client:
-        assert client.get("/health").json()["engine"] == "d-vector"
+        assert client.get("/health").json()["engine"] == "ge2e"
 
 
 def test_embed_raw_pcm_and_wav(service: TestClient, fake: FakeEmbedder) -> None:

@@ -16,7 +16,7 @@ from assistant.voice.engines import EngineError
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
 
 MISSING = "00000000-0000-4000-8000-000000000000"
-SPEAKER_KEYS = {"id", "user_id", "name", "enrollment_count", "created_at", "reliable"}
+SPEAKER_KEYS = {"id", "user_id", "name", "enrollment_count", "created_at", "reliable", "warnings", "speech_s"}
 RAW = {"Content-Type": "application/octet-stream"}
 
 
@@ -42,7 +42,7 @@ class FailingEmbedder:
         raise EngineError("speaker companion service at http://127.0.0.1:8084 is unreachable")
 
 
-def speech(seed: int = 0, seconds: float = 1.0) -> bytes:
+def speech(seed: int = 0, seconds: float = 1.5) -> bytes:
     return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, int(16_000 * seconds)))
 
 
@@ -54,7 +54,7 @@ def flac_bytes(pcm: bytes) -> bytes:
 
 def use(services, embedder) -> SpeakerRegistry:
     registry = SpeakerRegistry(SpeakerStore(services.db, services.sealer), services.settings.voice.speaker_id,
-                               embedder)
+                               embedder, cohort=None)
     services.voice.speakers = registry
     return registry
 
@@ -135,7 +135,7 @@ def test_enrol_creates_then_adds_and_becomes_reliable(vclient, vauth, user_id, f
     assert (third.status_code, third.json()["enrollment_count"], third.json()["reliable"]) == (200, 3, True)
     assert fake.calls == 3
     listed = vclient.get("/v1/voice/speakers", headers=vauth).json()
-    assert listed == {"speakers": [third.json()], "total": 1}
+    assert listed == {"speakers": [{**third.json(), "warnings": [], "speech_s": None}], "total": 1}
 
 
 def test_enrol_accepts_wav_flac_and_raw_pcm(vclient, vauth, voice_services) -> None:
@@ -266,3 +266,47 @@ def test_openapi_documents_the_speaker_routes(vclient) -> None:
     speaker = spec["components"]["schemas"]["SpeakerOut"]
     assert set(speaker["properties"]) == SPEAKER_KEYS
     assert "min_enrollment_samples" in speaker["properties"]["reliable"]["description"]
+
+
+# --- enrolment quality (issue 12): unfit samples are 422 naming the problem, and nothing is stored ----------
+
+
+def stored(vclient, vauth) -> int:
+    return vclient.get("/v1/voice/speakers", headers=vauth).json()["total"]
+
+
+@pytest.mark.parametrize(("body", "headers", "error"), [
+    (wav_bytes(float_to_pcm(np.random.default_rng(0).normal(0, 0.1, 16_000)), rate=8_000),
+     {"Content-Type": "audio/wav"}, "wrong sample rate"),
+    (speech(), {"Content-Type": "audio/L16; rate=8000"}, "wrong sample rate"),
+    (speech(), {"Content-Type": "audio/L16; rate=16000; channels=2"}, "not mono"),
+    (silence(2.0), RAW, "silent"),
+    # 0.3 s of voice-level sound in 2 s of near-silence: too little speech to stand for a voice
+    (silence(0.85) + float_to_pcm(np.random.default_rng(1).normal(0, 0.1, 4_800)) + silence(0.85), RAW,
+     "too little speech"),
+    (float_to_pcm(np.sign(np.sin(np.arange(32_000) / 7.0))), RAW, "clipped"),  # a square wave at full scale
+    (b"this is a text file, not audio" * 20, {"Content-Type": "audio/wav"}, "not a WAV or FLAC file"),
+])
+def test_unfit_enrolment_samples_are_422_and_store_nothing(vclient, vauth, fake, body, headers, error) -> None:
+    response = enroll(vclient, vauth, body=body, headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert response.json()["error"]["details"]["fields"] == [{"field": "body", "error": error}]
+    assert stored(vclient, vauth) == 0
+    assert fake.calls == 0  # refused before any embedding
+
+
+def test_enrolment_reports_speech_and_warns_when_samples_disagree(vclient, vauth, fake) -> None:
+    first = enroll(vclient, vauth, body=speech(0)).json()
+    assert first["warnings"] == [] and first["speech_s"] == pytest.approx(1.5, abs=0.05)
+    again = enroll(vclient, vauth, body=speech(0)).json()  # the same voice: the fake gives the same vector
+    assert again["warnings"] == []
+    other = enroll(vclient, vauth, body=speech(7)).json()  # a random vector: cosine near 0 with the profile
+    assert other["enrollment_count"] == 3
+    assert len(other["warnings"]) == 1 and "another person" in other["warnings"][0]
+
+
+def test_listing_has_no_warnings(vclient, vauth) -> None:
+    enroll(vclient, vauth)
+    listed = vclient.get("/v1/voice/speakers", headers=vauth).json()["speakers"][0]
+    assert (listed["warnings"], listed["speech_s"]) == ([], None)

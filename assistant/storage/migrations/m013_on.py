@@ -128,3 +128,12 @@ def m014_sealed_associated_data(db: Connection) -> None:
     opened (assistant/storage/sealed.py ``finish_pending_reseal``); a plain store has nothing to do."""
     if db.scalar("SELECT value FROM meta WHERE key = 'memory_encryption'") == "xchacha20poly1305":
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sealed_aad_pending', '1')")
+
+
+@migration
+def m017_voice_embedding_engine(db: Connection) -> None:
+    """Which speaker engine made each voice embedding: two engines of the same dimension (d-vector and
+    ge2e are both 256) give incomparable vectors, so identification compares only the configured engine's.
+    Every embedding stored before this migration came from the d-vector encoder, then the only
+    in-process engine (the remote companion runs it too)."""
+    db.execute("ALTER TABLE voice_embeddings ADD COLUMN engine TEXT NOT NULL DEFAULT 'd-vector'")

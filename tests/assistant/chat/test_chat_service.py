@@ -363,3 +363,18 @@ def test_a_request_resolves_its_profiles_once(services: Services, model: Scripte
     with pytest.raises(ValidationFailed):
         chat(services, user, message="@coder hi", mentioned_profile_ids=("p-9",), enabled_tools=("nope",))
     assert calls == ["for_message"]
+
+
+# --- use_memories / learn (the voice pipeline's identity gate) ---------------------------------------
+
+
+@pytest.mark.parametrize(("use_memories", "learn"), [(False, False), (False, True), (True, False)])
+def test_a_request_may_keep_memories_out_and_learn_nothing(services: Services, model: ScriptedChatModel, user,
+                                                           use_memories: bool, learn: bool) -> None:
+    chat(services, user, message="My favourite colour is teal.")
+    assert services.memory.count(str(user)) == 1
+    chat(services, user, message="What is my favourite colour? My cat is called Miso.", use_memories=use_memories,
+         learn=learn)
+    system = [m.content for m in model.calls[-1][0] if m.role == "system"]
+    assert any("teal" in part for part in system) is use_memories
+    assert any("Miso" in m.content for m in services.memory.list(str(user))) is learn

@@ -130,3 +130,16 @@ def test_instances_do_not_share_counters() -> None:
     a.request_finished(200, 1)
     assert b.requests_total == 0
     assert 'http_requests_total{status="success"} 0.0' in b.prometheus().decode()
+
+
+def test_voice_speaker_unavailable_is_a_counter_only_with_voice() -> None:
+    m = Metrics()
+    assert "voice_speaker_unavailable" not in m.prometheus().decode()  # no [voice]: no series
+    count = {"n": 0}
+    m.voice_speaker_unavailable = lambda: count["n"]
+    count["n"] = 3
+    text = m.prometheus().decode()
+    assert "# TYPE voice_speaker_unavailable_total counter" in text.splitlines()
+    assert "voice_speaker_unavailable_total 3.0" in text.splitlines()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["voice_speaker_unavailable"].type == "counter"

@@ -75,11 +75,13 @@ class FakeStt:
     fail: Exception | None = None
     delay: float = 0.0
     heard: list[bytes] = field(default_factory=list)
+    prompts: list[str | None] = field(default_factory=list)
 
-    def transcribe(self, pcm: bytes):
+    def transcribe(self, pcm: bytes, *, prompt: str | None = None):
         from assistant.voice.stt import Transcript
 
         self.heard.append(pcm)
+        self.prompts.append(prompt)
         if self.delay:
             time.sleep(self.delay)
         if self.fail:
@@ -147,7 +149,7 @@ class Rig:
     clock: Clock
     room_id: str
     led: Led
-    asked: list[tuple[str, str, str | None]]
+    asked: list[tuple[str, str, str | None, bool]]  # (user id, text, conversation id, personal)
 
     def send(self, pcm: bytes, chunk: int = 2560) -> None:
         for i in range(0, len(pcm), chunk):
@@ -180,11 +182,11 @@ def rig(tmp_path):
     sessions = SessionManager(settings.conversation, clock=clock)
     room = rooms.create("Kitchen")
     bus, stt, led = FakeBus(), FakeStt(), Led()
-    asked: list[tuple[str, str, str | None]] = []
+    asked: list[tuple[str, str, str | None, bool]] = []
 
-    def respond(user_id: str, text: str, conversation_id: str | None) -> tuple[str, str]:
-        asked.append((user_id, text, conversation_id))
-        return "Paris is the capital of France.", "conv-1"
+    def respond(user_id: str, text: str, conversation_id: str | None, *, personal: bool) -> tuple[str, str]:
+        asked.append((user_id, text, conversation_id, personal))
+        return "Paris is the capital of France.", (conversation_id or f"conv-{len(asked)}")
 
     engines = Engines(wake=lambda _room: FakeWake(), vad=FakeVad, stt=stt, tts=FakeTts(), words=("hey_jarvis",))
     pipeline = VoicePipeline(settings, rooms=rooms, sessions=sessions, bus=bus, engines=engines, respond=respond,
@@ -215,7 +217,7 @@ def test_a_whole_exchange_passes_every_state_and_stage(rig: Rig) -> None:
         assert kind in kinds
     transcript = next(e for e in run.events if e.kind == "transcript")
     assert transcript.text == "what is the capital of France?"  # the wake phrase is not a question
-    assert rig.asked == [("00000000-0000-4000-8000-00000000beef", "what is the capital of France?", None)]
+    assert rig.asked == [("00000000-0000-4000-8000-00000000beef", "what is the capital of France?", None, False)]
     assert next(e for e in run.events if e.kind == "playback_done").source == "satellite"
     latencies = run.latencies()
     assert {Stage.STT, Stage.LLM, Stage.TTS, Stage.PUBLISH} <= set(latencies)
@@ -234,7 +236,7 @@ def test_follow_up_speech_resumes_the_session_and_keeps_the_conversation(rig: Ri
     rig.stt.text = "And of Germany?"
     rig.utterance(wake=False)
     wait_for(lambda: len(rig.bus.outputs) == 2)
-    assert rig.asked[1][1:] == ("And of Germany?", "conv-1")
+    assert rig.asked[1][1:3] == ("And of Germany?", "conv-1")
     assert len(rig.bus.wakes) == 1  # no second wake word needed
     assert rig.sessions.get_active_session(rig.room_id).exchange_count == 2
 
@@ -382,7 +384,7 @@ def test_an_identified_speaker_is_answered_as_their_user(rig: Rig) -> None:
     rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
     rig.utterance()
     wait_for(lambda: rig.bus.outputs)
-    assert rig.asked[0][0] == "user-alice"
+    assert rig.asked[0][0] == "user-alice" and rig.asked[0][3] is True  # with Alice's memories
     assert rig.sessions.get_active_session(rig.room_id).speaker_id == "spk-1"
     speaker = next(e for e in rig.pipeline.runs[-1].events if e.kind == "speaker")
     assert (speaker.known, speaker.name, speaker.score) == (True, "Alice", 0.91)
@@ -394,7 +396,7 @@ def test_an_unknown_speaker_is_answered_as_the_default_user(rig: Rig) -> None:
     rig.pipeline.engines.speakers = FakeSpeakers(SpeakerMatch(None, None, None, 0.75))  # at the threshold: unknown
     rig.utterance()
     wait_for(lambda: rig.bus.outputs)
-    assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef"
+    assert rig.asked[0][0] == "00000000-0000-4000-8000-00000000beef" and rig.asked[0][3] is False  # no memories
     assert rig.sessions.get_active_session(rig.room_id).speaker_id is None
 
 
@@ -418,3 +420,121 @@ def test_the_loopback_bus_drives_a_started_voice_service(make_settings, make_ser
     assert not voice.status().mqtt_connected
     voice.stop()
     assert voice.pipeline is None
+
+
+# --- the transcript: its normalised form and Whisper's initial prompt ---------------------------------------
+
+
+class FakeProfiles:
+    """A SpeakerRegistry stand-in for the prompt: enrolled profiles with names, nobody identified."""
+
+    def __init__(self, *names: str, fail: bool = False) -> None:
+        from assistant.voice.speakers import SpeakerProfile
+
+        self.profiles = [SpeakerProfile(f"spk-{i}", f"user-{i}", name, 3, "") for i, name in enumerate(names)]
+        self.fail = fail
+
+    def list(self) -> list[object]:
+        if self.fail:
+            raise RuntimeError("database is locked")
+        return self.profiles
+
+    def identify(self, pcm: bytes):
+        from assistant.voice.speakers import SpeakerMatch
+
+        return SpeakerMatch(None, None, None, 0.2)
+
+
+def test_the_transcript_event_carries_the_normalised_text(rig: Rig) -> None:
+    rig.stt.text = "Hey Jarvis, set a timer for ten minutes."
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    transcript = next(e for e in rig.pipeline.runs[-1].events if e.kind == "transcript")
+    assert transcript.text == "set a timer for ten minutes."  # the raw text is what the model gets
+    assert transcript.normalised == "set a timer for 10 minutes"
+    assert rig.asked[0][1] == "set a timer for ten minutes."
+    assert transcript.as_dict()["normalised"] == "set a timer for 10 minutes"
+
+
+def test_a_transcript_of_only_hesitation_is_not_understood(rig: Rig) -> None:
+    rig.stt.text = "Uh..."
+    rig.utterance()
+    wait_for(lambda: "engine_error" in rig.events())
+    assert "nothing was understood" in next(e for e in rig.pipeline.runs[-1].events if e.kind == "engine_error").error
+    assert not rig.asked
+
+
+def test_the_prompt_holds_enrolled_names_and_the_sessions_last_exchanges(rig: Rig) -> None:
+    rig.pipeline.engines.speakers = FakeProfiles("Alice", "Bob", "alice")
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.stt.prompts == ["Alice, Bob."]  # no exchange yet: the names only, deduplicated
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.stt.text = "And of Germany?"
+    rig.utterance(wake=False)
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts[1] == ("Alice, Bob. what is the capital of France? Paris is the capital of France.")
+    transcript = [e for run in rig.pipeline.runs for e in run.events if e.kind == "transcript"][-1]
+    assert transcript.prompt_chars == len(rig.stt.prompts[1])
+
+
+def test_a_new_session_starts_without_the_last_sessions_words(rig: Rig) -> None:
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.clock.advance(10_000)  # the follow-up window ends the session
+    rig.pipeline.tick()
+    wait_for(lambda: rig.state() is None)
+    rig.utterance()
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts == [None, None]  # nobody enrolled, and the new session has no exchange yet
+
+
+def test_the_prompt_keeps_the_most_recent_words_bounded(rig: Rig) -> None:
+    for n in range(4):
+        rig.stt.text = f"question number {n} " + "word " * 60
+        rig.utterance(wake=n == 0)
+        wait_for(lambda n=n: len(rig.bus.outputs) == n + 1)
+        playback_done(rig)
+        wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    last = rig.stt.prompts[-1]
+    assert last is not None and len(last) <= 200
+    assert last.endswith("Paris is the capital of France.") and "question number 0" not in last
+
+
+def test_no_prompt_when_prompt_context_is_off(rig: Rig) -> None:
+    rig.pipeline.settings.stt.prompt_context = False
+    rig.pipeline.engines.speakers = FakeProfiles("Alice")
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    assert rig.stt.prompts == [None]
+    assert next(e for e in rig.pipeline.runs[-1].events if e.kind == "transcript").prompt_chars == 0
+
+
+def test_a_failing_speaker_store_only_drops_the_names_from_the_prompt(rig: Rig, caplog) -> None:
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    rig.pipeline.engines.speakers = FakeProfiles("Alice", fail=True)
+    worker = rig.pipeline._workers[rig.room_id]
+    assert worker._stt_prompt(True) == "what is the capital of France? Paris is the capital of France."
+    assert "speaker names for the STT prompt unavailable" in caplog.text
+
+
+def test_someone_else_in_the_follow_up_gets_no_context_in_the_prompt(rig: Rig) -> None:
+    from assistant.voice.speakers import SpeakerMatch
+
+    speakers = FakeSpeakers(SpeakerMatch("spk-1", "user-alice", "Alice", 0.91, reliable=True))
+    rig.pipeline.engines.speakers = speakers
+    rig.utterance()
+    wait_for(lambda: rig.bus.outputs)
+    playback_done(rig)
+    wait_for(lambda: rig.state() is SessionState.FOLLOW_UP)
+    speakers.match = SpeakerMatch(None, None, None, 0.3)  # not Alice: her exchange is not their context
+    rig.stt.text = "And of Germany?"
+    rig.utterance(wake=False)
+    wait_for(lambda: len(rig.bus.outputs) == 2)
+    assert rig.stt.prompts == [None, None]  # the fake's profile has no name, and the context is Alice's

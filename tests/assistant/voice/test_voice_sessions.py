@@ -258,3 +258,19 @@ class SessionMachine(RuleBasedStateMachine):
 
 TestSessionMachine = SessionMachine.TestCase
 TestSessionMachine.settings = hsettings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_annotations_and_the_speaker_of_the_latest_exchange(manager: SessionManager,
+                                                             events: list[SessionEvent]) -> None:
+    manager.start_or_resume_session("r1")
+    manager.annotate("r1", speaker_id="spk-1", conversation_id="c1")
+    manager.annotate("r1", conversation_id="c2")  # None leaves the speaker as it is
+    assert (manager.get_active_session("r1").speaker_id, manager.get_active_session("r1").conversation_id) == (
+        "spk-1", "c2")
+    transitions = len(events)
+    manager.set_speaker("r1", None)  # someone not identified spoke next
+    session = manager.get_active_session("r1")
+    assert (session.speaker_id, session.conversation_id, session.state) == (None, "c2", SessionState.LISTENING)
+    assert len(events) == transitions  # not a transition
+    with pytest.raises(InvalidTransition, match="set_speaker: room r2 has no active session"):
+        manager.set_speaker("r2", "spk-1")

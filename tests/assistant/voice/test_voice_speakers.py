@@ -44,7 +44,7 @@ E2 = unit(0.0, 0.0, 1.0)
 EXACTLY_075 = unit(0.75, 0.5, 0.25, 0.25, 0.25)
 
 
-def speech(seed: int = 0, seconds: float = 1.0) -> bytes:
+def speech(seed: int = 0, seconds: float = 1.5) -> bytes:
     """Non-silent PCM (the fake embedder ignores its content)."""
     return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, int(16_000 * seconds)))
 
@@ -76,7 +76,7 @@ def fake() -> FakeEmbedder:
 
 @pytest.fixture
 def registry(db: Database, fake: FakeEmbedder) -> SpeakerRegistry:
-    return SpeakerRegistry(SpeakerStore(db, Sealer(bytes(range(32)))), SpeakerIdSettings(), fake)
+    return SpeakerRegistry(SpeakerStore(db, Sealer(bytes(range(32)))), SpeakerIdSettings(), fake, cohort=None)
 
 
 def enroll(registry: SpeakerRegistry, fake: FakeEmbedder, name: str, vector: np.ndarray, user: str = USER):
@@ -91,7 +91,7 @@ def identify(registry: SpeakerRegistry, fake: FakeEmbedder, vector: np.ndarray) 
 
 def test_migration_creates_the_tables(db: Database) -> None:
     assert db.columns("voice_speakers") == ["id", "user_id", "name", "created_at", "updated_at"]
-    assert db.columns("voice_embeddings") == ["id", "speaker_id", "embedding", "dim", "created_at"]
+    assert db.columns("voice_embeddings") == ["id", "speaker_id", "embedding", "dim", "created_at", "engine"]
 
 
 def test_threshold_exactly_075_is_unknown_and_07501_matches(registry, fake) -> None:
@@ -213,7 +213,7 @@ def test_create_embedder_checks_the_dimension(monkeypatch) -> None:
 
 
 def test_unknown_engine_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="'ecapa'.*d-vector, remote"):
+    with pytest.raises(ConfigError, match="'ecapa'.*d-vector, ge2e, remote"):
         speaker.create_embedder(SpeakerIdSettings(engine="ecapa"))
 
 

