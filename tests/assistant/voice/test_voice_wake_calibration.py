@@ -270,3 +270,18 @@ def test_the_packaged_file_is_declared_package_data() -> None:
     declared = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     relative = PACKAGED_FILE.relative_to(root / "assistant").as_posix()
     assert any(fnmatch.fnmatch(relative, pattern) for pattern in declared["package-data"]["assistant"])
+
+
+def test_the_voice_service_reads_the_data_dirs_calibration(tmp_path: Path) -> None:
+    from assistant.config import Settings
+    from assistant.storage.db import Database
+    from assistant.voice.service import build_voice
+
+    settings = Settings.load(None, server={"data_dir": str(tmp_path)}, voice={})
+    db = Database(":memory:")
+    try:
+        assert build_voice(settings, db).settings.wake_word.thresholds_file is None
+        calibration(alexa=0.7).save(user_file(tmp_path))
+        assert build_voice(settings, db).settings.wake_word.thresholds_file == tmp_path / FILE_NAME
+    finally:
+        db.close()
