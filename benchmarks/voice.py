@@ -26,8 +26,10 @@
 5. Verification (``benchmarks/voice_speaker.py``), ge2e and d-vector: 30 households of two enrolled readers
    and one held-out reader, the cohort without any of them; genuine acceptance, impostor false accepts and
    EER for the raw floor alone, the floor plus the AS-norm household threshold, and that threshold alone.
+6. Wake-word calibration (``benchmarks/voice_wake.py``): per word, false alarms per hour at sensitivity 0.5 and
+   at the packaged calibrated thresholds, every word enabled, on a held-out half; hits on positives.
 
-    .venv/bin/python benchmarks/voice.py [--part all|latency|stt|wake|speaker|verification] [--limit N] [--json]
+    .venv/bin/python benchmarks/voice.py [--part all|latency|stt|wake|speaker|verification|wake_calibration] [--limit N] [--json]
 
 ``--limit N`` keeps the first N questions, LibriVox clips and clips per reader. Everything takes about
 1.5-3 minutes on two cores, most of it the latency part (real-time streaming and playback, generation).
@@ -430,9 +432,17 @@ def run_stt_sizes(limit: int | None) -> dict[str, Any]:
     return voice_stt.run(limit)
 
 
+def run_wake_calibrated(limit: int | None) -> dict[str, Any]:
+    """False alarms per hour per word, uncalibrated and at the calibrated thresholds, on a held-out half
+    of 2.7 h of dev speech (benchmarks/voice_wake.py; about 17 minutes in full)."""
+    from benchmarks import voice_wake
+
+    return voice_wake.run(limit)
+
+
 PARTS: dict[str, Callable[[int | None], dict[str, Any]]] = {
     "latency": run_latency, "stt": run_stt_sizes, "wake": run_wake, "speaker": run_speaker,
-    "verification": run_verification,
+    "verification": run_verification, "wake_calibration": run_wake_calibrated,
 }
 
 
@@ -500,9 +510,15 @@ def print_stt_sizes(r: dict[str, Any]) -> None:
     print("\n".join(voice_stt.report(r)))
 
 
+def print_wake_calibrated(r: dict[str, Any]) -> None:
+    from benchmarks import voice_wake
+
+    voice_wake.print_figures(r)
+
+
 PRINTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "latency": print_latency, "stt": print_stt_sizes, "wake": print_wake, "speaker": print_speaker,
-    "verification": print_verification,
+    "verification": print_verification, "wake_calibration": print_wake_calibrated,
 }
 
 

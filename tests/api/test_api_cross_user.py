@@ -48,7 +48,7 @@ class FakeSpeakerEmbedder:
 
 
 def speech(seed: int) -> bytes:
-    return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, 16_000))
+    return float_to_pcm(np.random.default_rng(seed).normal(0.0, 0.1, 24_000))  # 1.5 s: enrolment needs 1 s of speech
 
 
 @dataclass
