@@ -14,6 +14,19 @@ from api.cli import uvicorn_options
 from api.main import create_app
 from assistant.config import Settings
 from assistant.services import Services, build_services
+from assistant.voice.audio import decode_audio
+
+SPEAKER_CLIPS = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "speaker"
+
+
+def speaker_clips() -> dict[str, list[bytes]]:
+    """The 5 LibriSpeech readers x 10 clips of ``../shared/benchmarks/speaker``: reader id -> the clips as
+    PCM16 16 kHz mono, in file order. Fails (never skips) when they are missing."""
+    assert SPEAKER_CLIPS.is_dir(), f"the benchmark clips are missing: {SPEAKER_CLIPS}"
+    found = {d.name: [decode_audio(f) for f in sorted(d.glob("*.flac"))] for d in sorted(SPEAKER_CLIPS.iterdir())
+             if d.is_dir()}
+    assert len(found) == 5 and all(len(c) == 10 for c in found.values()), "the benchmark clips are incomplete"
+    return found
 
 
 def free_port() -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from assistant.config import SpeakerIdSettings
 from assistant.errors import ConfigError
 from assistant.voice import ge2e
-from assistant.voice.audio import decode_audio, float_to_pcm, silence
+from assistant.voice.audio import float_to_pcm, silence
 from assistant.voice.engines import EngineError
 from assistant.voice.ge2e import (
     GE2EEmbedder,
@@ -26,17 +25,11 @@ from assistant.voice.ge2e import (
     partial_slices,
 )
 from assistant.voice.speaker import cosine, create_embedder, mel_filterbank, power_spectrogram
+from tests.integration.support import speaker_clips
 
 FE = Ge2eFrontEnd()
 
 
-def clips_dir() -> Path | None:
-    """``shared/benchmarks/speaker`` next to the checkout (or next to any of its parents: worktrees)."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent.parent / "shared" / "benchmarks" / "speaker"
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 def tone(seconds: float, amplitude: float = 0.1, hz: float = 220.0) -> np.ndarray:
@@ -177,14 +170,8 @@ def test_the_package_is_never_imported(embedder) -> None:
 
 @pytest.fixture(scope="module")
 def clips() -> dict[str, list[bytes]]:
-    """Reader id -> its 10 clips as PCM16 16 kHz mono, in file order."""
-    found = clips_dir()
-    if found is None:
-        pytest.skip("the LibriSpeech benchmark clips (shared/benchmarks/speaker) are not next to the checkout")
-    readers = {d.name: [decode_audio(f) for f in sorted(d.glob("*.flac"))] for d in sorted(found.iterdir())
-               if d.is_dir()}
-    assert len(readers) == 5 and all(len(c) == 10 for c in readers.values()), "the benchmark clips are incomplete"
-    return readers
+    """Speaker id -> its 10 clips as PCM16 16 kHz mono, in file order."""
+    return speaker_clips()
 
 
 @pytest.mark.integration

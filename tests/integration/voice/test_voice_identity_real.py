@@ -8,14 +8,13 @@ model RECEIVED (its system prompt) can be inspected."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
 from api.companions.speaker import create_app
 from assistant.chat.service import ChatRequest
 from assistant.config import SpeakerIdSettings
-from assistant.voice.audio import decode_audio, silence
+from assistant.voice.audio import silence
 from assistant.voice.bus import LoopbackBus
 from assistant.voice.pipeline import Engines
 from tests.assistant.voice.test_voice_pipeline import (
@@ -28,6 +27,7 @@ from tests.assistant.voice.test_voice_pipeline import (
     wait_for,
     wake_chunk,
 )
+from tests.integration.support import speaker_clips
 from tests.integration.voice.test_voice_speaker_real import Served
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.integration
 GUEST = "00000000-0000-0000-0000-00000000a11c"  # [voice] default_user_id, the default
 FACT = "My favourite colour is teal."
 QUESTION = "what is my favourite colour?"
-CLIPS = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "speaker"
 
 
 def test_a_speaker_service_that_went_down_answers_without_memories(make_settings, make_services, model) -> None:
@@ -46,10 +45,9 @@ def test_a_speaker_service_that_went_down_answers_without_memories(make_settings
         services = make_services(settings, model)
         voice = services.voice
         assert str(voice.settings.default_user_id) == GUEST
-        reader = sorted((CLIPS / "1688").glob("*.flac"))[:3]  # real speech: enrolment checks it with Silero
-        assert len(reader) == 3, "the benchmark clips are missing"
-        for clip in reader:  # a reliable profile (3 samples) for the default user, embedded for real
-            profile, _ = voice.speakers.enroll(GUEST, "Guest", decode_audio(clip))
+        # real speech (enrolment checks it with Silero): a reliable profile (3 samples) for the default user
+        for pcm in speaker_clips()["1688"][:3]:
+            profile, _ = voice.speakers.enroll(GUEST, "Guest", pcm)
         assert voice.speakers.reliable(profile)
     # the companion service is down from here on
     services.memory.add(GUEST, FACT)

@@ -12,7 +12,6 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Self
 
 import numpy as np
@@ -22,16 +21,14 @@ from fastapi import FastAPI
 
 from api.companions.speaker import create_app
 from assistant.config import SpeakerIdSettings
-from assistant.voice.audio import decode_audio, silence
+from assistant.voice.audio import silence
 from assistant.voice.engines import EngineError
 from assistant.voice.speaker import DVectorEmbedder, SpeakerEmbedder, cosine, create_embedder
 from assistant.voice.speakers import equal_error_rate
-from tests.integration.support import free_port
+from tests.integration.support import free_port, speaker_clips
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[3]
-CLIPS = ROOT.parent / "shared" / "benchmarks" / "speaker"
 THRESHOLD = 0.75
 ENROLLED = 3  # min_enrollment_samples
 
@@ -39,10 +36,7 @@ ENROLLED = 3  # min_enrollment_samples
 @pytest.fixture(scope="module")
 def clips() -> dict[str, list[bytes]]:
     """Speaker id -> its 10 clips as PCM16 16 kHz mono, in file order."""
-    found = {d.name: [decode_audio(f) for f in sorted(d.glob("*.flac"))] for d in sorted(CLIPS.iterdir())
-             if d.is_dir()}
-    assert len(found) == 5 and all(len(c) == 10 for c in found.values()), "the benchmark clips are missing"
-    return found
+    return speaker_clips()
 
 
 @pytest.fixture(scope="module")

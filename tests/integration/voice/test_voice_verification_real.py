@@ -10,27 +10,22 @@ held-out speakers).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from assistant.voice.audio import decode_audio, float_to_pcm, pcm_to_float, resample, wav_bytes
+from assistant.voice.audio import float_to_pcm, pcm_to_float, resample, wav_bytes
 from assistant.voice.speakers import MatchReason
+from tests.integration.support import speaker_clips
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[3]
-CLIPS = ROOT.parent / "shared" / "benchmarks" / "speaker"
 WAV = {"Content-Type": "audio/wav"}
 
 
 @pytest.fixture(scope="module")
 def clips() -> dict[str, list[bytes]]:
-    found = {d.name: [decode_audio(f) for f in sorted(d.glob("*.flac"))] for d in sorted(CLIPS.iterdir())
-             if d.is_dir()}
-    assert len(found) == 5 and all(len(c) == 10 for c in found.values()), "the benchmark clips are missing"
-    return found
+    """Speaker id -> its 10 clips as PCM16 16 kHz mono, in file order."""
+    return speaker_clips()
 
 
 @pytest.fixture
