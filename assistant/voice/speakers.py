@@ -250,7 +250,7 @@ class SpeakerRegistry:
     def cohort(self) -> Cohort | None:
         """The impostor cohort for the current engine (loaded once per engine id)."""
         with self._lock:
-            engine = self._engine_id()
+            engine = self.engine_id  # reads only: safe under the lock
             if self._cohort is None or self._cohort[0] != engine:
                 source = self._cohort_source
                 self._cohort = (engine, source(self.settings, engine) if callable(source) else source)
@@ -260,11 +260,7 @@ class SpeakerRegistry:
     def engine_id(self) -> str:
         """The engine that makes this registry's embeddings (stored with each; only its own are compared):
         the built embedder's ``engine_id`` (the remote one reports its service's), else the configured id."""
-        return self._engine_id()
-
-    def _engine_id(self) -> str:  # reads only: safe under self._lock
-        embedder = self._embedder
-        return str(getattr(embedder, "engine_id", self.settings.engine))
+        return str(getattr(self._embedder, "engine_id", self.settings.engine))
 
     def embed(self, pcm: bytes) -> np.ndarray:
         vector = np.asarray(self.embedder.embed(pcm), dtype=np.float32).reshape(-1)
@@ -275,14 +271,12 @@ class SpeakerRegistry:
 
     def assess(self, pcm: bytes) -> SampleQuality:
         """The sample's quality (:mod:`assistant.voice.enrolment`); ValidationFailed when it is unfit."""
-        with self._lock:
+        with self._lock:  # the detector is stateful: one sample at a time
             if self._vad is None:
                 source = self._vad_source
                 self._vad = source() if isinstance(source, type) or not hasattr(source, "speech_probability") \
                     else source
-            vad = self._vad
-        with self._lock:  # the detector is stateful: one sample at a time
-            return assess(pcm, vad, min_speech_s=self.settings.min_enrollment_speech_s)
+            return assess(pcm, self._vad, min_speech_s=self.settings.min_enrollment_speech_s)
 
     def enroll(self, user_id: str, name: str, pcm: bytes) -> tuple[SpeakerProfile, bool]:
         """Add a sample to the user's profile ``name`` (1..100 characters, one line); ``created`` is True
