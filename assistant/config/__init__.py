@@ -48,6 +48,7 @@ from assistant.config.extended import (
 )
 from assistant.config.night import (
     DreamSettings,
+    KnowledgeGraphSettings,
     JournalSettings,
     NremSettings,
     RemSettings,
@@ -97,6 +98,7 @@ __all__ = [
     "HomomorphicSettings",
     "InferenceSettings",
     "JournalSettings",
+    "KnowledgeGraphSettings",
     "KnowledgeVisualizationSettings",
     "LoraSettings",
     "MemorySettings",
@@ -159,6 +161,7 @@ class Settings(BaseSettings):
     code_execution: CodeExecutionSettings = Field(default_factory=CodeExecutionSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
     dream: DreamSettings = Field(default_factory=DreamSettings)
+    knowledge_graph: KnowledgeGraphSettings = Field(default_factory=KnowledgeGraphSettings)
     sanitation: SanitationSettings = Field(default_factory=SanitationSettings)
     voice: VoiceSettings | None = None
     messenger: MessengerSettings = Field(default_factory=MessengerSettings)

@@ -141,6 +141,9 @@ class MemorySettings(Section):
     # with 2 (OpenMP threads spin against the server's own threads); concurrent calls are batched.
     embedding_threads: int = Field(1, ge=1, le=256)
     embedding_timeout_ms: int = Field(30_000, ge=1)
+    # "hybrid+graph": the hybrid hits are expanded with memories linked through the query's
+    # entities in the knowledge graph (assistant/graph/retrieval.py); needs [knowledge_graph] enabled.
+    retrieval: Literal["hybrid", "hybrid+graph"] = "hybrid"
     ebbinghaus_base_stability: float = Field(1.0, gt=0.0)
     recall_bonus: float = Field(1.5, ge=0.0)
 

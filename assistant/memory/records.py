@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from assistant.clock import iso
+from assistant.clock import iso_at
 from assistant.crypto import SealContext
 from assistant.errors import ValidationFailed
 from assistant.memory.types import MemoryType
@@ -70,8 +69,7 @@ class NewMemory:
     conversation_id: str | None = None
 
 
-def iso_of(epoch: float) -> str:
-    return iso(datetime.fromtimestamp(epoch, UTC))
+iso_of = iso_at  # epoch seconds -> ISO 8601
 
 
 def decay_type(memory_type: MemoryType, original: MemoryType | None = None) -> str:

@@ -13,6 +13,7 @@ vector index), :mod:`decay_cycle` (the daily decay in SQL); this module keeps th
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from uuid import uuid4
@@ -24,6 +25,7 @@ from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
 from assistant.errors import NotFoundError, ValidationFailed
 from assistant.memory.decay_cycle import DecayReport, run_decay
+from assistant.memory.hooks import Expander, MemoryListener
 from assistant.memory.index import VectorIndex
 from assistant.memory.keywords import KeywordIndex
 from assistant.memory.learning import score_exchange
@@ -59,6 +61,10 @@ from assistant.storage.db import Database
 __all__ = ["MAX_CONTENT_CHARS", "MAX_TAGS", "SUMMARY_CHARS", "DecayReport", "HybridWeights", "MemoryStore",
            "NewMemory", "iso_of", "merge_text"]
 
+log = logging.getLogger(__name__)
+SEARCH_MODES = ("dense", "keyword", "hybrid", "hybrid+graph")
+GRAPH_POOL = 50  # hybrid hits handed to the graph expander
+
 
 class MemoryStore:
     def __init__(
@@ -83,6 +89,15 @@ class MemoryStore:
         self.clock = clock
         self.keywords = KeywordIndex(db, sealer)
         self.indexes = UserIndexes(db, settings.embedding_dimension, index_kind)
+        self.listeners: list[MemoryListener] = []  # told of writes, removals and recalls (the graph)
+        self.expander: Expander | None = None  # mode "hybrid+graph" (memory.retrieval)
+
+    def _tell(self, event: str, user_id: str, memory_ids: Sequence[str]) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, event)(str(user_id), list(memory_ids))
+            except Exception:  # a listener never breaks a memory write
+                log.exception("memory listener %s.%s failed", type(listener).__name__, event)
 
     # --- rows <-> Memory -------------------------------------------------------------------------
 
@@ -169,6 +184,7 @@ class MemoryStore:
         self.indexes.add(str(user_id), np.array([rowids[i] for i in ids], dtype=np.int64), embeddings)
         if progress:
             progress(len(items))
+        self._tell("memories_written", user_id, ids)
         return ids
 
     def _row(self, user_id: str, memory_id: str) -> dict:
@@ -196,6 +212,21 @@ class MemoryStore:
         with self.db.transaction() as db:
             db.execute("DELETE FROM memories WHERE rowid = ?", (row["rowid"],))
         self.indexes.remove(str(user_id), [row["rowid"]])
+        self._tell("memories_removed", user_id, [row["id"]])
+
+    def quarantine(self, user_id: str, memory_id: str, reason: str) -> Memory:
+        """Set a memory aside (type ``quarantined``, its former type kept): it is never retrieved,
+        and whatever it contributed to the knowledge graph is withdrawn. Sanitation decides when."""
+        row = self._row(user_id, memory_id)
+        if row["memory_type"] != MemoryType.QUARANTINED:
+            with self.db.transaction() as db:
+                db.execute(
+                    "UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
+                    "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ?",
+                    (MemoryType.QUARANTINED.value, iso_of(self.clock()), reason, row["rowid"]),
+                )
+            self._tell("memories_removed", user_id, [row["id"]])
+        return self.get(user_id, memory_id)
 
     def stats(self, user_id: str) -> dict:
         rows = self.db.query(
@@ -210,11 +241,26 @@ class MemoryStore:
     def search(self, user_id: str, query: str, limit: int = 10, *, query_vector: np.ndarray | None = None,
                mode: str = "hybrid", rank_by: str = "relevance", include_quarantined: bool = False,
                candidates: int | None = None) -> list[ScoredMemory]:
-        """Memories of ``user_id`` for ``query``: ``mode`` dense, keyword or hybrid;
-        ``rank_by`` relevance (the spec's formula) or similarity (the retrieval score alone)."""
-        if mode not in ("dense", "keyword", "hybrid"):
-            raise ValidationFailed(f"unknown search mode {mode!r}", [{"field": "mode", "error": "dense, keyword or hybrid"}])
+        """Memories of ``user_id`` for ``query``: ``mode`` dense, keyword, hybrid or hybrid+graph;
+        ``rank_by`` relevance (the spec's formula) or similarity (the retrieval score alone).
+
+        ``hybrid+graph`` gives the hybrid hits (a pool of ``GRAPH_POOL``) to :attr:`expander` (the
+        knowledge graph), which adds memories linked through the query's entities and re-ranks;
+        without an expander it is plain hybrid."""
+        if mode not in SEARCH_MODES:
+            raise ValidationFailed(f"unknown search mode {mode!r}",
+                                   [{"field": "mode", "error": ", ".join(SEARCH_MODES)}])
         user_id = str(user_id)
+        if mode == "hybrid+graph":
+            if query_vector is None:
+                query_vector = self.embedder.embed([query])[0]
+            hits = self.search(user_id, query, max(limit, GRAPH_POOL), query_vector=query_vector, mode="hybrid",
+                               rank_by="similarity", include_quarantined=include_quarantined, candidates=candidates)
+            if self.expander is not None:
+                hits = self.expander.expand(user_id, query, query_vector, hits, max(limit, GRAPH_POOL))
+            if rank_by == "relevance":
+                hits = sorted(hits, key=lambda h: -h.relevance)
+            return hits[:limit]
         pool = candidates or max(limit * 5, 50)
         dense: dict[int, float] = {}
         if mode != "keyword":
@@ -289,8 +335,9 @@ class MemoryStore:
         return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused)
                 for r, cos, kw, fresh, rel, _, fused in scored[:limit]]
 
-    def touch(self, memory_ids: Sequence[str]) -> None:
-        """Record an access: access_count + 1, accessed_at now."""
+    def touch(self, memory_ids: Sequence[str], user_id: str | None = None) -> None:
+        """Record an access: access_count + 1, accessed_at now (and, with ``user_id``, tell the
+        listeners the memories were recalled)."""
         if not memory_ids:
             return
         now = self.clock()
@@ -301,6 +348,8 @@ class MemoryStore:
                 "WHERE memory_rowid = (SELECT rowid FROM memories WHERE id = ?)",
                 [(now, i) for i in memory_ids],
             )
+        if user_id is not None:
+            self._tell("memories_recalled", user_id, memory_ids)
 
     def retrieve_for_prompt(self, user_id: str, message: str,
                             query_vector: np.ndarray | None = None) -> tuple[str, list[ScoredMemory]]:
@@ -318,14 +367,17 @@ class MemoryStore:
         # Rank the pool by retrieval similarity so every memory above the threshold is in it
         # (ranked by relevance, important-but-dissimilar memories could crowd them out), then keep
         # the most relevant of those.
+        mode = RAG_SEARCH_MODE[s.rag_threshold_mode]
+        if mode == "hybrid" and s.retrieval == "hybrid+graph":
+            mode = "hybrid+graph"
         found = self.search(user_id, message, limit=max(s.rag_limit * 10, 50), query_vector=query_vector,
-                            mode=RAG_SEARCH_MODE[s.rag_threshold_mode], rank_by="similarity")
+                            mode=mode, rank_by="similarity")
         eligible = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)[: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         contents = [m.memory.content for m in ordered]
         used = [ordered[i] for i in fit_in_budget(contents)]
         context = build_context(contents)
-        self.touch([m.memory.id for m in used])
+        self.touch([m.memory.id for m in used], user_id)
         return context, used
 
     # --- learning --------------------------------------------------------------------------------
@@ -370,6 +422,8 @@ class MemoryStore:
                 self.keywords.add([(row["rowid"], old.user_id, content)])
         if vector is not None:
             self.indexes.update(old.user_id, row["rowid"], vector)
+        if content != old.content:
+            self._tell("memories_written", old.user_id, [old.id])
         return self.get(old.user_id, old.id)
 
     # --- decay -----------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("command_audit", ("detail_sealed",)),
     SealedTable("voice_embeddings", ("embedding",), user_id=_owner("voice_speakers", "voice_embeddings.speaker_id"),
                 legacy_aad=lambda row: str(row["_row_id"]).encode()),
+    SealedTable("kg_nodes", ("name_sealed", "aliases_sealed")),
+    SealedTable("kg_edges", ("relation_sealed",)),
+    SealedTable("kg_events", ("data_sealed",), key=("user_id", "seq"), row_id="user_id || ':' || seq"),
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

@@ -137,3 +137,85 @@ def m017_voice_embedding_engine(db: Connection) -> None:
     Every embedding stored before this migration came from the d-vector encoder, then the only
     in-process engine (the remote companion runs it too)."""
     db.execute("ALTER TABLE voice_embeddings ADD COLUMN engine TEXT NOT NULL DEFAULT 'd-vector'")
+
+
+@migration
+def m018_knowledge_graph(db: Connection) -> None:
+    """The knowledge graph (assistant/graph/): per user, nodes (entities, topics) and bi-temporal edges
+    (facts) extracted from memories. Names, aliases, relations and event payloads are sealed like memory
+    text; ``kg_names`` holds keyed digests of normalised names and aliases (entity resolution without
+    plaintext), ``kg_edges.relation_token`` the digest of the relation (contradiction checks). What a
+    memory contributed (``kg_mentions``, ``kg_edge_sources``) goes with it when it is deleted."""
+    db.executescript(
+        """
+        CREATE TABLE kg_nodes (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            name_sealed BLOB NOT NULL,
+            aliases_sealed BLOB NOT NULL,
+            kind TEXT NOT NULL,
+            embedding BLOB,
+            created_ts REAL NOT NULL,
+            last_seen_ts REAL NOT NULL,
+            mention_count INTEGER NOT NULL DEFAULT 0,
+            recalls INTEGER NOT NULL DEFAULT 0,
+            stability REAL NOT NULL,
+            decayed_ts REAL
+        );
+        CREATE INDEX kg_nodes_user ON kg_nodes (user_id);
+        CREATE TABLE kg_names (
+            user_id TEXT NOT NULL,
+            token BLOB NOT NULL,
+            node_id TEXT NOT NULL REFERENCES kg_nodes (id) ON DELETE CASCADE,
+            PRIMARY KEY (user_id, token, node_id)
+        );
+        CREATE INDEX kg_names_node ON kg_names (node_id);
+        CREATE TABLE kg_edges (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            subject_id TEXT NOT NULL REFERENCES kg_nodes (id) ON DELETE CASCADE,
+            object_id TEXT NOT NULL REFERENCES kg_nodes (id) ON DELETE CASCADE,
+            relation_sealed BLOB NOT NULL,
+            relation_token BLOB NOT NULL,
+            weight REAL NOT NULL,
+            valid_ts REAL NOT NULL,
+            invalid_ts REAL,
+            invalidated_by TEXT,
+            created_ts REAL NOT NULL,
+            last_seen_ts REAL NOT NULL,
+            recalls INTEGER NOT NULL DEFAULT 0,
+            stability REAL NOT NULL
+        );
+        CREATE INDEX kg_edges_user ON kg_edges (user_id);
+        CREATE INDEX kg_edges_subject ON kg_edges (subject_id, relation_token);
+        CREATE INDEX kg_edges_object ON kg_edges (object_id);
+        CREATE TABLE kg_edge_sources (
+            edge_id TEXT NOT NULL REFERENCES kg_edges (id) ON DELETE CASCADE,
+            memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+            PRIMARY KEY (edge_id, memory_id)
+        );
+        CREATE INDEX kg_edge_sources_memory ON kg_edge_sources (memory_id);
+        CREATE TABLE kg_mentions (
+            node_id TEXT NOT NULL REFERENCES kg_nodes (id) ON DELETE CASCADE,
+            memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (node_id, memory_id)
+        );
+        CREATE INDEX kg_mentions_memory ON kg_mentions (memory_id);
+        CREATE TABLE kg_extracted (
+            memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            extractor TEXT NOT NULL,
+            extracted_ts REAL NOT NULL
+        );
+        CREATE INDEX kg_extracted_user ON kg_extracted (user_id);
+        CREATE TABLE kg_events (
+            user_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            data_sealed BLOB NOT NULL,
+            created_ts REAL NOT NULL,
+            PRIMARY KEY (user_id, seq)
+        );
+        """
+    )
