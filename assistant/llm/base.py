@@ -50,6 +50,9 @@ class GenerationOptions:
     # Called between tokens; returning True stops generation (client gone, deadline passed).
     should_stop: Callable[[], bool] | None = None
     tools: tuple[ToolSpec, ...] = ()  # tools the model may call this turn
+    # The reply must be JSON valid against this schema: llama.cpp decodes under a grammar built from
+    # it, Ollama gets it as ``format``, OpenAI-compatible servers as ``response_format``. Not with tools.
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

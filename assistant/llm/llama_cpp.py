@@ -6,7 +6,8 @@ support gets the same instructions in the system message. The reply streams as t
 characters show a call (:func:`classify_start`); then the free-running generation stops and the call
 is decoded again under a grammar built from the tools' JSON schemas (llama.cpp's schema-constrained
 sampling), so a call always names a real tool and has well-formed arguments. The second decode
-reuses the KV cache of the prompt, so it costs only the call's own tokens.
+reuses the KV cache of the prompt, so it costs only the call's own tokens. A request with
+``json_schema`` (and no tools) is decoded under that schema's grammar from its first token.
 
 Not thread-safe by itself; :class:`assistant.llm.queue.InferenceQueue` runs one generation at a
 time on its worker thread. Prompt-prefix reuse of llama.cpp's KV cache is measured by wrapping the
@@ -39,7 +40,15 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
-from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, call_schema, classify_start, template_messages
+from assistant.llm.tool_format import (
+    ANSWER,
+    CALL,
+    UNDECIDED,
+    _grammar_friendly,
+    call_schema,
+    classify_start,
+    template_messages,
+)
 
 MAX_LOADED = 2
 
@@ -179,6 +188,7 @@ class LlamaCppChatModel:
             temperature=options.temperature,
             max_tokens=options.max_tokens,
             stream=True,
+            grammar=self._schema_grammar(options.json_schema) if options.json_schema else None,
         )
         finish_reason = "stop"
         try:
@@ -198,6 +208,13 @@ class LlamaCppChatModel:
             self._count_cache(counts)
         completion = counts.generated - (1 if finish_reason == "stop" and counts.generated else 0)
         yield Finished(name, TokenUsage(counts.prompt, completion, counts.cached), finish_reason)
+
+    @staticmethod
+    def _schema_grammar(schema: dict[str, Any]) -> Any:
+        """llama.cpp's grammar of the JSON that ``schema`` admits."""
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        return LlamaGrammar.from_json_schema(json.dumps(_grammar_friendly(schema)), verbose=False)
 
     def _count_cache(self, counts: _Counts) -> None:
         """Add one generation's prompt tokens to the KV-cache hit rate (reused prefix = hits)."""

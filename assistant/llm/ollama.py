@@ -1,4 +1,7 @@
-"""Ollama's HTTP API: ``/api/chat`` (NDJSON stream) and ``/api/tags``."""
+"""Ollama's HTTP API: ``/api/chat`` (NDJSON stream) and ``/api/tags``.
+
+A request with ``json_schema`` sends it as ``format`` (Ollama's structured outputs).
+"""
 
 from __future__ import annotations
 
@@ -59,6 +62,8 @@ class OllamaChatModel:
         }
         if options.tools:
             payload["tools"] = [t.openai() for t in options.tools]
+        if options.json_schema:
+            payload["format"] = options.json_schema  # structured outputs: the reply is JSON of this schema
         completion = 0
         calls: list[ToolCall] = []
         with self.client.stream_lines("/api/chat", payload) as lines:

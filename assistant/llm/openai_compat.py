@@ -1,6 +1,7 @@
 """Any OpenAI-compatible server: ``/v1/chat/completions`` (SSE stream) and ``/v1/models``.
 
-llama.cpp's server, ``python -m llama_cpp.server``, vLLM and LM Studio speak this.
+llama.cpp's server, ``python -m llama_cpp.server``, vLLM and LM Studio speak this. A request with
+``json_schema`` sends it as ``response_format`` (``{"type": "json_schema", ...}``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class OpenAIChatModel:
         }
         if options.tools:
             payload["tools"] = [t.openai() for t in options.tools]
+        if options.json_schema:
+            payload["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "reply", "schema": options.json_schema}}
         call_parts: dict[int, dict] = {}
         completion = 0
         usage: TokenUsage | None = None

@@ -68,3 +68,39 @@ def test_models_lists_the_installed_files(embedded: LlamaCppChatModel, tmp_path:
     assert models[DEFAULT_MODEL].context_length == 4096  # the configured context, smaller than the model's
     assert models[SMALL_MODEL].context_length == 4096
     assert embedded.cache_stats.hit_rate == 0.0
+
+
+class _RecordingLlama:
+    """Stands in for a loaded ``llama_cpp.Llama``: records the completion's arguments."""
+
+    def __init__(self) -> None:
+        self.kwargs: dict = {}
+
+    def create_chat_completion(self, **kwargs):
+        self.kwargs = kwargs
+
+        def chunks():
+            yield {"choices": [{"delta": {"content": '{"city": "Paris"}'}, "finish_reason": "stop"}]}
+
+        return chunks()
+
+
+def test_json_schema_decodes_under_its_grammar(embedded: LlamaCppChatModel, monkeypatch) -> None:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    from assistant.llm.base import collect
+    from assistant.llm.llama_cpp import _Counts
+
+    fake = _RecordingLlama()
+    monkeypatch.setattr(embedded, "load", lambda name=None: fake)
+    embedded._loaded[DEFAULT_MODEL] = (fake, _Counts())
+    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "a city",
+                                                        "maxLength": 20_000}},
+              "required": ["city"], "additionalProperties": False}
+    result = collect(embedded.stream([ChatMessage("user", "Where?")], GenerationOptions(json_schema=schema)))
+    assert result.content == '{"city": "Paris"}'
+    grammar = fake.kwargs["grammar"]
+    assert isinstance(grammar, LlamaGrammar)  # built from the schema, without the 20,000-long repeat
+    assert "city" in grammar._grammar and "{20000}" not in grammar._grammar
+    collect(embedded.stream([ChatMessage("user", "Where?")], GenerationOptions()))
+    assert fake.kwargs["grammar"] is None

@@ -200,3 +200,16 @@ def test_tool_messages_in_ollamas_format(engine) -> None:
     assert sent[2]["tool_calls"] == [{"function": {"name": "get_weather", "arguments": {"location": "Toronto"}}}]
     assert sent[3] == {"role": "tool", "content": '{"result": "11 °C"}', "tool_name": "get_weather"}
     assert "tools" not in engine.requests[0].body
+
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def test_json_schema_is_sent_as_format(engine) -> None:
+    engine.ndjson("/api/chat", [chunk('{"city": '), chunk('"Paris"}'), FINAL])
+    model = OllamaChatModel("qwen2.5:0.5b", engine.base_url)
+    result = collect(model.stream(MESSAGES, GenerationOptions(json_schema=SCHEMA)))
+    assert result.content == '{"city": "Paris"}'
+    assert engine.requests[0].body["format"] == SCHEMA
+    collect(model.stream(MESSAGES, GenerationOptions()))
+    assert "format" not in engine.requests[1].body

@@ -195,3 +195,18 @@ def test_tool_messages_in_the_wire_format(engine) -> None:
     assert sent[2] == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]}
     assert sent[3] == {"role": "tool", "content": '{"result": "sunny"}', "tool_call_id": "call_abc"}
+
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def test_json_schema_is_sent_as_response_format(engine) -> None:
+    engine.sse(PATH, [chunk({"role": "assistant", "content": '{"city": "Paris"}'}, finish_reason="stop"), "[DONE]"])
+    model = OpenAIChatModel("qwen-small", engine.base_url)
+    result = collect(model.stream(MESSAGES, GenerationOptions(json_schema=SCHEMA)))
+    assert result.content == '{"city": "Paris"}'
+    assert engine.requests[0].body["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "reply", "schema": SCHEMA}}
+    engine.sse(PATH, STREAM)
+    collect(model.stream(MESSAGES, GenerationOptions()))
+    assert "response_format" not in engine.requests[1].body
