@@ -52,9 +52,7 @@ def test_real_model_extracts_schema_valid_entities_and_a_lives_in_fact(tmp_path:
         queue.close()
 
     assert answers, "the engine was never called"
-    for answer in answers:
-        if extractor.counters()["failures"] == 0:
-            jsonschema.validate(json.loads(answer), SCHEMA)
+    jsonschema.validate(json.loads(answers[0]), SCHEMA)  # the grammar's doing: valid, and complete
     assert len(extractions) == 3
     first = extractions[0]
     names = {normalise_name(e.name) for e in first.entities}
