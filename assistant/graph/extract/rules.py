@@ -37,6 +37,7 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
           "November", "December")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _ABBREVIATIONS = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
+_WEEKDAY_ABBREVIATIONS = {d[:3]: d for d in WEEKDAYS} | {"Tues": "Tuesday", "Thur": "Thursday", "Thurs": "Thursday"}
 _MONTH = r"(?P<month>" + "|".join(MONTHS) + "|" + "|".join(_ABBREVIATIONS) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:1[89]|20)\d\d)"
@@ -51,6 +52,7 @@ _DATES = (
     re.compile(r"(?i:\b(?:in|since|of|from|until|till|by|around|before|after|year|summer|winter|spring|autumn|fall)"
                rf",?\s){_YEAR}\b(?!\s*(?:%|percent))"),
     re.compile(r"\b(?P<weekday>" + "|".join(WEEKDAYS) + r")s?\b"),
+    re.compile(r"(?i:\b(?:last|next|on|this|every)\s)(?P<weekday>" + "|".join(_WEEKDAY_ABBREVIATIONS) + r")\b\.?"),
 )
 
 # Words that never start or end a name (besides yake's English stop words): greetings, fillers.
@@ -137,6 +139,8 @@ _FACTS: tuple[tuple[str | None, re.Pattern[str], NodeKind], ...] = (
     ("owns_car", _p(rf"(?i:my\s+car\s+is)\s+{_PHRASE}"), NodeKind.THING),
     ("visited", _p(rf"{_I}\s+{_NOW}(?i:visited|went\s+to|traveled\s+to|travelled\s+to|flew\s+to)\s+{_NAME}"),
      NodeKind.PLACE),
+    ("attended", _p(rf"{_I}\s+{_NOW}(?i:went|go|going)\s+(?i:to)\s+(?i:an?|the|this|that)\s+{_PHRASE}"),
+     NodeKind.EVENT),
     ("likes", _p(rf"{_I}\s+{_NOW}(?i:like|love|enjoy|adore)\s+(?i:to\s+)?{_PHRASE}"), NodeKind.TOPIC),
     ("dislikes", _p(rf"{_I}\s+{_NOW}(?i:hate|dislike|don't\s+like|do\s+not\s+like|can't\s+stand)\s+(?i:to\s+)?"
                     rf"{_PHRASE}"), NodeKind.TOPIC),
@@ -152,7 +156,7 @@ def _date_name(m: re.Match[str]) -> str:
     """One spelling per date: ``8 May 2023``, ``8 May``, ``May 2023``, ``May``, ``2023``, ``Friday``."""
     groups = {k: v for k, v in m.groupdict().items() if v}
     if "weekday" in groups:
-        return groups["weekday"]
+        return _WEEKDAY_ABBREVIATIONS.get(groups["weekday"], groups["weekday"])
     if "mon" in groups:
         month_number = int(groups["mon"])
         if not 1 <= month_number <= 12:
@@ -239,8 +243,9 @@ class RulesExtractor(Counters):
                     role = groups["role"].lower()
                     rel = "has_" + role.replace(" ", "_")
                     obj_kind = NodeKind.THING if role in _PETS else NodeKind.PERSON
-                if rel is None or normalise_name(obj) == normalise_name(subject):
-                    continue
+                if rel is None or normalise_name(obj) in {normalise_name(subject), *(normalise_name(e.name)
+                                                                             for e in entities)}:
+                    continue  # one fact per object: the first, most specific pattern's
                 facts.append(Fact(subject, rel, obj))
                 entities.append(Entity(obj, obj_kind))
         return facts, entities
@@ -256,7 +261,7 @@ class RulesExtractor(Counters):
         else:
             while words and words[-1].lower() in self._stop | _CONNECTORS | {"and", "&"}:
                 words.pop()
-        name = clean_name(" ".join(words))
+        name = clean_name(re.sub(r"['’]s$", "", " ".join(words)))
         return "" if normalise_name(name) in self._stop else name
 
     def _birthday(self, text: str, subject: str, dates: list[Entity]) -> list[Fact]:

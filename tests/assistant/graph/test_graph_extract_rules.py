@@ -40,6 +40,9 @@ def kinds(extraction: Extraction) -> dict[str, NodeKind]:
     ("My brother Paul lives in Rome.", (ME, "has_brother", "Paul")),
     ("I drive a Tesla Model 3.", (ME, "owns_car", "Tesla Model 3")),
     ("My birthday is 2024-03-05.", (ME, "birthday", "5 March 2024")),
+    ("I went to a support group yesterday.", (ME, "attended", "support group")),
+    ("I went to the Louvre.", (ME, "visited", "Louvre")),
+    ("We loved my daughter Sara's birthday.", (ME, "has_daughter", "Sara")),
 ])
 def test_first_person_facts(rules: RulesExtractor, text: str, fact: tuple[str, str, str]) -> None:
     extraction = rules.extract_one(Passage(text))
@@ -86,6 +89,7 @@ def test_the_user_is_an_entity_only_in_first_person(rules: RulesExtractor) -> No
     ("We married in May.", "May"),
     ("Since 2019 I run.", "2019"),
     ("Let's meet on Friday.", "Friday"),
+    ("Last Fri I took my kids out.", "Friday"),
     ("the 3rd of July", "3 July"),
 ])
 def test_dates_are_written_one_way(rules: RulesExtractor, text: str, date: str) -> None:
@@ -120,7 +124,7 @@ def test_sentence_initial_word_is_a_name_when_capitalised_elsewhere(rules: Rules
 
 def test_keyphrases_are_lower_case_topics_without_fillers(rules: RulesExtractor) -> None:
     extraction = rules.extract_one(Passage(
-        "I went to a transgender support group yesterday and the stories were so inspiring and powerful.",
+        "Yesterday the transgender support group was great and the stories were so inspiring and powerful.",
         speaker="Caroline"))
     topics = [e.name for e in extraction.entities if e.kind == NodeKind.TOPIC]
     assert "support group" in " | ".join(topics)
@@ -173,3 +177,7 @@ def test_counters(rules: RulesExtractor) -> None:
     assert counters["calls"] == 2 and counters["passages"] == 2 and counters["failures"] == 0
     assert counters["seconds"] >= 0
     assert extractor.id == "rules"
+
+
+def test_one_fact_per_object(rules: RulesExtractor) -> None:
+    assert triples(rules.extract_one(Passage("I went to the Louvre."))) == {(ME, "visited", "Louvre")}
