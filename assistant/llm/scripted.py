@@ -2,7 +2,9 @@
 
 Replies are taken from a queue (``enqueue``); when it is empty the model echoes the last user
 message. Every call is recorded in ``calls`` so tests can see what the model received. Failures
-can be scripted too: ``enqueue(error=UpstreamError("..."))``.
+can be scripted too: ``enqueue(error=UpstreamError("..."))``. A ``json_schema`` option is recorded
+with the others and not enforced: the reply is the scripted text as it is (valid or not, which is
+what tests of schema-constrained callers need).
 """
 
 from __future__ import annotations

@@ -103,3 +103,14 @@ def test_count_tokens() -> None:
 def test_collect_needs_a_finished_event() -> None:
     with pytest.raises(RuntimeError, match="without a Finished"):
         collect(iter([Delta("x")]))
+
+
+def test_json_schema_is_recorded_and_the_scripted_text_returned_as_is() -> None:
+    from assistant.llm.base import ChatMessage, GenerationOptions, collect
+    from assistant.llm.scripted import ScriptedChatModel
+
+    model = ScriptedChatModel(["not json"])
+    schema = {"type": "object"}
+    result = collect(model.stream([ChatMessage("user", "hi")], GenerationOptions(json_schema=schema)))
+    assert result.content == "not json"
+    assert model.calls[0][1].json_schema == schema
