@@ -106,9 +106,6 @@ def test_collect_needs_a_finished_event() -> None:
 
 
 def test_json_schema_is_recorded_and_the_scripted_text_returned_as_is() -> None:
-    from assistant.llm.base import ChatMessage, GenerationOptions, collect
-    from assistant.llm.scripted import ScriptedChatModel
-
     model = ScriptedChatModel(["not json"])
     schema = {"type": "object"}
     result = collect(model.stream([ChatMessage("user", "hi")], GenerationOptions(json_schema=schema)))
