@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from assistant.graph.store import normalise_name, normalise_relation
-from assistant.graph.types import ME, RELATED, Entity, Extraction, Fact
+from assistant.graph.types import ME, RELATED, Entity, Extraction, Fact, NodeKind
 
-MAX_NAME_CHARS = 100  # a longer "entity name" is a sentence, not a name
+MAX_NAME_CHARS = 100
+FIRST_PERSON = re.compile(r"(?i)(?<![\w'])(?:i|i'm|i’m|i've|i'd|i'll|me|my|mine|myself)(?![\w'’])")  # a longer "entity name" is a sentence, not a name
 
 # What engines and people write for the relations the graph treats as functional
 # (KnowledgeGraphSettings.functional_relations): one spelling per relation.
@@ -49,6 +51,14 @@ def clean_name(name: object) -> str:
 def subject_name(speaker: str | None) -> str:
     """Who "I" is in a passage: its speaker, or the user themself (:data:`ME`)."""
     return (clean_name(speaker) or ME) if speaker else ME
+
+
+def speaker_entity(passage_text: str, speaker: str | None, *, has_facts: bool = False) -> list[Entity]:
+    """The speaker as an entity when the passage is theirs to speak of: a named speaker always, the
+    user (:data:`ME`) when the text is in the first person or states a fact about them."""
+    if speaker or has_facts or FIRST_PERSON.search(passage_text or ""):
+        return [Entity(subject_name(speaker), NodeKind.PERSON)]
+    return []
 
 
 def unique_entities(entities: Iterable[Entity]) -> list[Entity]:

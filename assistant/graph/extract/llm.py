@@ -35,7 +35,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from assistant.errors import AssistantError, ServiceUnavailableError
-from assistant.graph.extract.common import Counters, build, canonical_relation, clean_name, subject_name
+from assistant.graph.extract.common import (
+    Counters,
+    build,
+    canonical_relation,
+    clean_name,
+    speaker_entity,
+    subject_name,
+)
 from assistant.graph.store import normalise_name
 from assistant.graph.types import ME, Entity, Extraction, Fact, NodeKind, Passage
 from assistant.llm.base import ChatMessage, GenerationOptions
@@ -290,11 +297,12 @@ class LlmExtractor(Counters):
                 dropped += 1  # names an entity the passage does not have
                 continue
             if unknown:
-                entities.insert(0, Entity(speaker, NodeKind.PERSON))
-                known.add(normalise_name(speaker))
+                known.add(normalise_name(speaker))  # the speaker entity is added below
             facts.append(Fact(subject, canonical_relation(relation), obj))
         if dropped:
             self._count("dropped_facts", dropped)
+        # the speaker is known without the engine (as the rules extractor has it)
+        entities = [*speaker_entity(passage.text, passage.speaker, has_facts=bool(facts)), *entities]
         return build(entities, facts, self.related_limit)
 
     @staticmethod

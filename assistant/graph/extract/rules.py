@@ -29,7 +29,7 @@ import threading
 from collections.abc import Sequence
 from functools import cached_property
 
-from assistant.graph.extract.common import Counters, build, clean_name, subject_name
+from assistant.graph.extract.common import Counters, build, clean_name, speaker_entity, subject_name
 from assistant.graph.store import normalise_name
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind, Passage
 
@@ -84,7 +84,6 @@ _CONNECTORS = frozenset("of de du la le van von der den da del di".split())
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*(?:-[^\W\d_]+)*")
 _SENTENCE = re.compile(r"[^.!?:;\n]+")
-_FIRST_PERSON = re.compile(r"(?i)(?<![\w'])(?:i|i'm|i’m|i've|i'd|i'll|me|my|mine|myself)(?![\w'’])")
 
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _NAME = (rf"(?:(?i:the)\s+)?(?P<o>[{_UPPER}][\w'’&\-]*(?:\s+(?:(?:of|de|du|la|van|von|der|and|&)\s+)?"
@@ -215,9 +214,7 @@ class RulesExtractor(Counters):
         objects = [f" {normalise_name(e.name)} " for e in fact_entities]
         spans = [e for e in self._spans(masked) if not any(f" {normalise_name(e.name)} " in o for o in objects)]
         topics = self._keyphrases(masked, [e.name for e in (*fact_entities, *spans)] + [subject])
-        speaker: list[Entity] = []
-        if passage.speaker or facts or _FIRST_PERSON.search(text):
-            speaker = [Entity(subject, NodeKind.PERSON)]
+        speaker = speaker_entity(text, passage.speaker, has_facts=bool(facts))
         facts += self._birthday(text, subject, dates)
         entities = [*speaker, *fact_entities, *spans, *topics, *dates][: self.max_entities]
         kept = {normalise_name(e.name) for e in entities}
