@@ -62,9 +62,16 @@ def describe(extractions: Sequence[Extraction]) -> dict[str, Any]:
     }
 
 
-def measure(extractor: Extractor, passages: Sequence[Passage]) -> dict[str, Any]:
+def measure(extractor: Extractor, passages: Sequence[Passage], batch: int | None = None) -> dict[str, Any]:
+    """Extract ``passages`` (in calls of ``batch``, with a progress line each, or in one call)."""
     start = time.perf_counter()
-    extractions = extractor.extract(passages)
+    extractions: list[Extraction] = []
+    size = batch or max(len(passages), 1)
+    for first in range(0, len(passages), size):
+        extractions += extractor.extract(passages[first:first + size])
+        if batch:
+            print(f"  {extractor.id}: {len(extractions)}/{len(passages)} passages, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - start
     counters = extractor.counters() if hasattr(extractor, "counters") else {}
     return {
@@ -92,7 +99,7 @@ def measure_llm(model: ChatModel, passages: Sequence[Passage], batch_size: int, 
     extractor = LlmExtractor(queue, batch_size=batch_size, max_tokens_per_passage=max_tokens,
                              max_tokens=max(max_tokens, 2048), timeout_secs=3600)
     try:
-        return {**measure(extractor, passages), "batch_size": batch_size}
+        return {**measure(extractor, passages, batch=batch_size), "batch_size": batch_size}
     finally:
         extractor.close()
         queue.close()
