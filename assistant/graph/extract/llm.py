@@ -75,6 +75,16 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+
+
+def schema_for(count: int) -> dict[str, Any]:
+    """:data:`SCHEMA` with exactly ``count`` passages: a grammar then makes a small model answer for
+    every passage instead of closing the list after the first few."""
+    schema = json.loads(json.dumps(SCHEMA))
+    schema["properties"]["passages"].update(minItems=count, maxItems=count)
+    return schema
+
+
 SYSTEM_PROMPT = """You extract a knowledge graph from passages of a person's memories.
 For each passage give its index, the entities it names and the facts it states.
 - entities: people, places, organisations, dates, events, things and topics named in the passage. \
@@ -92,13 +102,14 @@ Answer only with JSON: {"passages": [{"index": 1, "entities": [...], "facts": [.
 
 Example: for
 <<<PASSAGES
-{"index": 1, "speaker": null, "text": "My husband Tom and I moved to Lisbon in March 2020; I teach at Nova School."}
+{"index": 1, "speaker": null, "text": "I moved to Lisbon in March 2020 and teach at Nova School."}
+{"index": 2, "speaker": "Sam", "text": "Thanks! The concert was great."}
 PASSAGES>>>
 the answer is {"passages": [{"index": 1, "entities": [{"name": "me", "kind": "person"}, \
-{"name": "Tom", "kind": "person"}, {"name": "Lisbon", "kind": "place"}, {"name": "March 2020", "kind": "date"}, \
-{"name": "Nova School", "kind": "organisation"}], "facts": [{"subject": "me", "relation": "married_to", \
-"object": "Tom"}, {"subject": "me", "relation": "lives_in", "object": "Lisbon"}, {"subject": "me", \
-"relation": "works_at", "object": "Nova School"}]}]}"""
+{"name": "Lisbon", "kind": "place"}, {"name": "March 2020", "kind": "date"}, {"name": "Nova School", \
+"kind": "organisation"}], "facts": [{"subject": "me", "relation": "lives_in", "object": "Lisbon"}, \
+{"subject": "me", "relation": "works_at", "object": "Nova School"}]}, {"index": 2, "entities": \
+[{"name": "Sam", "kind": "person"}, {"name": "concert", "kind": "event"}], "facts": []}]}"""
 
 _SELF = frozenset({"i", "me", "my", "myself", "speaker", "user", "the user", "the speaker"})
 
@@ -139,10 +150,11 @@ def parse_answer(text: str, count: int) -> dict[int, dict]:
                 break
             items.append(item)
     out: dict[int, dict] = {}
+    by_position = len(items) == count  # all there (as the schema asks): the n-th is passage n
     for n, item in enumerate(items, 1):
         if not isinstance(item, dict):
             continue
-        index = item.get("index", n)
+        index = n if by_position else item.get("index", n)
         if isinstance(index, int) and 1 <= index <= count and index not in out:
             out[index] = item
     if not out:
@@ -220,7 +232,7 @@ class LlmExtractor(Counters):
         messages = [ChatMessage("system", SYSTEM_PROMPT),
                     ChatMessage("user", passages_block(passages, self.max_chars))]
         options = GenerationOptions(
-            model=self.model, temperature=0.0, json_schema=SCHEMA,
+            model=self.model, temperature=0.0, json_schema=schema_for(len(passages)),
             max_tokens=min(self.max_tokens, self.max_tokens_per_passage * len(passages)),
         )
         result = await self.queue.complete(messages, options)

@@ -13,7 +13,7 @@ import pytest
 from assistant.breaker import CircuitBreaker
 from assistant.errors import ServiceUnavailableError, UpstreamError
 from assistant.graph.extract import FallbackExtractor
-from assistant.graph.extract.llm import SCHEMA, LlmExtractor, parse_answer, passages_block
+from assistant.graph.extract.llm import SCHEMA, LlmExtractor, parse_answer, passages_block, schema_for
 from assistant.graph.extract.rules import RulesExtractor
 from assistant.graph.types import ME, RELATED, Extraction, NodeKind, Passage
 from assistant.llm.queue import InferenceQueue
@@ -59,7 +59,8 @@ def test_valid_answer(model: ScriptedChatModel, extractor: LlmExtractor) -> None
     counters = extractor.counters()
     assert counters == {**counters, "calls": 1, "passages": 2, "failures": 0, "dropped_facts": 0, "retries": 0}
     [(messages, options)] = model.calls
-    assert options.json_schema == SCHEMA and options.temperature == 0.0 and options.max_tokens == 200
+    assert options.json_schema == schema_for(2) and options.temperature == 0.0 and options.max_tokens == 200
+    assert options.json_schema["properties"]["passages"]["minItems"] == 2 and "minItems" not in str(SCHEMA)
 
 
 def test_passages_are_data_in_a_delimited_block(model: ScriptedChatModel, extractor: LlmExtractor) -> None:
@@ -142,7 +143,8 @@ def test_parse_answer_shapes() -> None:
     assert parse_answer('```json\n{"passages": [{"index": 2, "entities": [], "facts": []}]}\n```', 2) == {
         2: {"index": 2, "entities": [], "facts": []}}
     assert list(parse_answer('[{"entities": []}, {"entities": []}]', 2)) == [1, 2]  # a bare list, no indexes
-    assert list(parse_answer('{"passages": [{"index": 9}, {"index": 1}]}', 2)) == [1]  # out of range
+    assert list(parse_answer('{"passages": [{"index": 9}, {"index": 1}]}', 3)) == [1]  # out of range
+    assert list(parse_answer('{"passages": [{"index": 1}, {"index": 1}]}', 2)) == [1, 2]  # all there: by position
     for bad in ("", "null", '{"passages": 3}', '{"passages": []}', "[1, 2]"):
         with pytest.raises(ValueError):
             parse_answer(bad, 2)
