@@ -12,12 +12,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import CurrentPrincipal, Offset, service
 from api.schemas.agentic import TaskCreate, TaskCreated, TaskList, TaskOut, TaskStatusOut
 from api.schemas.common import AUTH_ERRORS, error_responses
+from api.sse import LastEventId, event_id
 from assistant.agents.tasks import DISABLED, AgenticService
 
 AGENTIC = service("agentic", DISABLED, AgenticService.require_enabled)  # 503 while agentic mode is disabled
@@ -93,17 +94,6 @@ def get_task(task_id: UUID, user: CurrentPrincipal, agentic: Agentic) -> TaskOut
     return TaskOut.of(agentic.get(user.user_id, task_id))
 
 
-MAX_EVENT_ID = 2**53  # what a JavaScript client can hold exactly
-
-
-def event_id(header: str | None) -> int:
-    """The event id a ``Last-Event-ID`` header names; 0 (from the start) for anything else."""
-    value = (header or "").strip()
-    if value.isascii() and value.isdigit() and len(value) <= 16 and int(value) <= MAX_EVENT_ID:
-        return int(value)
-    return 0
-
-
 @router.get(
     "/{task_id}/stream",
     responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
@@ -114,9 +104,7 @@ async def stream_task(
     task_id: UUID,
     user: CurrentPrincipal,
     agentic: Agentic,
-    last_event_id: Annotated[str | None, Header(description=(
-        "Resume after this event id (an integer). Any other value (`null`, empty, not a number, above "
-        "2^53) counts as absent: the stream starts from the first event."))] = None,
+    last_event_id: LastEventId = None,
 ) -> EventSourceResponse:
     """Server-Sent Events. A subscriber first receives every event that already happened (the
     log is kept per task), then the live ones; the stream ends after the final event. Each event
