@@ -1,5 +1,6 @@
 """The ``assistant`` command: serve, models install/list, keys create/list/revoke, the voice satellite
-simulator, the two voice companion services (wake word, speaker identification) wakeword calibrate, and graph backfill / stats.
+simulator, the two voice companion services (wake word, speaker identification), wakeword calibrate,
+and graph backfill / stats.
 
 It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
 """
