@@ -83,7 +83,8 @@ def backfill(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOp
             with tqdm(total=pending, desc=f"user {who[:8]}", unit="memory", file=sys.stderr) as bar:
                 report = graph.backfill(who, progress=bar.update)
             seconds = time.perf_counter() - started
-            typer.echo(f"user {who}: {report.memories} memories in {seconds:.1f} s "
+            typer.echo(f"user {who}: {report.memories} {'memory' if report.memories == 1 else 'memories'} in "
+                       f"{seconds:.1f} s "
                        f"({report.memories / seconds if seconds > 0 else 0:.1f}/s): {report.nodes_created} nodes, "
                        f"{report.edges_created} edges created, {report.edges_invalidated} invalidated")
     except AssistantError as exc:
