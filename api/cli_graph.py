@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 from uuid import UUID
@@ -51,13 +52,26 @@ def _users(services, user: str | None) -> list[str]:  # noqa: ANN001 - Services,
     return [r["user_id"] for r in services.db.query("SELECT DISTINCT user_id FROM memories ORDER BY user_id")]
 
 
-def _graph(services):  # noqa: ANN001, ANN202
-    from api.cli import fail
+@contextmanager
+def _opened(config: Path | None, data_dir: Path | None):  # noqa: ANN202 - yields (Services, KnowledgeGraph)
+    """The services of the configuration and their knowledge graph (exit 2 when it is disabled); an
+    AssistantError on the way exits 1 with its message; the services are closed in any case."""
+    from api.cli import _open_services, fail, load_settings
+    from assistant.errors import AssistantError
 
-    if services.graph is None:
+    services = _open_services(load_settings(config, data_dir))
+    try:
+        if services.graph is None:
+            fail("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory.enabled = false)")
+        yield services, services.graph
+    except AssistantError as exc:
+        fail(exc.message, 1)
+    finally:
         services.close()
-        fail("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory.enabled = false)")
-    return services.graph
+
+
+def _extractors(graph) -> str:  # noqa: ANN001
+    return f"extractor: {graph.extractor.id}" + (f" (fallback {graph.fallback.id})" if graph.fallback else "")
 
 
 @graph_app.command("backfill")
@@ -65,16 +79,10 @@ def backfill(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOp
     """Extract every memory not yet in the graph (with a progress bar per user) and say what was added."""
     from tqdm import tqdm
 
-    from api.cli import _open_services, fail, load_settings
-    from assistant.errors import AssistantError
-
     chosen = _user(user)
-    services = _open_services(load_settings(config, data_dir))
-    try:
-        graph = _graph(services)
-        users = _users(services, chosen)
-        typer.echo(f"extractor: {graph.extractor.id}" + (f" (fallback {graph.fallback.id})" if graph.fallback else ""))
-        for who in users:
+    with _opened(config, data_dir) as (services, graph):
+        typer.echo(_extractors(graph))
+        for who in _users(services, chosen):
             pending = len(graph.pending(who))
             if not pending:
                 typer.echo(f"user {who}: nothing to extract")
@@ -87,21 +95,13 @@ def backfill(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOp
                        f"{seconds:.1f} s "
                        f"({report.memories / seconds if seconds > 0 else 0:.1f}/s): {report.nodes_created} nodes, "
                        f"{report.edges_created} edges created, {report.edges_invalidated} invalidated")
-    except AssistantError as exc:
-        fail(exc.message, 1)
-    finally:
-        services.close()
 
 
 @graph_app.command("stats")
 def stats(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
     """Nodes, edges (valid and invalidated) and memories waiting for extraction, per user and in all."""
-    from api.cli import _open_services, load_settings
-
     chosen = _user(user)
-    services = _open_services(load_settings(config, data_dir))
-    try:
-        graph = _graph(services)
+    with _opened(config, data_dir) as (services, graph):
         nodes = {r["user_id"]: r["n"] for r in services.db.query(
             "SELECT user_id, count(*) AS n FROM kg_nodes GROUP BY user_id")}
         edges = {(r["user_id"], r["valid"]): r["n"] for r in services.db.query(
@@ -114,6 +114,4 @@ def stats(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt =
                        f"{len(graph.pending(who)):>7}")
         totals = graph.totals()
         typer.echo(f"{'all users':<36} {totals['nodes']:>7} {totals['edges']:>7} {totals['edges_invalidated']:>7}")
-        typer.echo(f"extractor: {graph.extractor.id}" + (f" (fallback {graph.fallback.id})" if graph.fallback else ""))
-    finally:
-        services.close()
+        typer.echo(_extractors(graph))

@@ -6,19 +6,16 @@ false)" while agentic mode is off (checked before the body). Another user's task
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from api.deps import CurrentPrincipal, Offset, service
 from api.schemas.agentic import TaskCreate, TaskCreated, TaskList, TaskOut, TaskStatusOut
 from api.schemas.common import AUTH_ERRORS, error_responses
-from api.sse import LastEventId, event_id
+from api.sse import LastEventId, event_id, event_stream
 from assistant.agents.tasks import DISABLED, AgenticService
 
 AGENTIC = service("agentic", DISABLED, AgenticService.require_enabled)  # 503 while agentic mode is disabled
@@ -120,15 +117,7 @@ async def stream_task(
     `task_timed_out` {task_id, error, cancelled_sub_agents}. A task awaiting approval keeps the
     stream open until it is approved (events continue) or cancelled.
     """
-    events = agentic.subscribe(user.user_id, task_id, after=event_id(last_event_id))
-
-    async def produce() -> AsyncIterator[ServerSentEvent]:
-        async with contextlib.aclosing(events):
-            async for event in events:
-                yield ServerSentEvent(data=json.dumps(event.data, ensure_ascii=False), event=event.type.value,
-                                      id=str(event.seq))
-
-    return EventSourceResponse(produce(), ping=15)
+    return event_stream(agentic.subscribe(user.user_id, task_id, after=event_id(last_event_id)))
 
 
 @router.post("/{task_id}/cancel", response_model=TaskStatusOut,

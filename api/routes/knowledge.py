@@ -9,15 +9,13 @@ are (``benchmarks/graph_api.py`` measures it).
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Query, Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from api.deps import CurrentPrincipal, service
 from api.schemas.common import AUTH_ERRORS, error_responses
@@ -29,7 +27,7 @@ from api.schemas.knowledge import (
     KnowledgeSearchHit,
     SourceMemoryOut,
 )
-from api.sse import LastEventId, event_id
+from api.sse import LastEventId, event_id, event_stream
 from assistant.errors import ValidationFailed
 from assistant.graph.service import KnowledgeGraph
 from assistant.graph.types import NodeKind
@@ -157,15 +155,7 @@ Events are delivered after the change is committed, so a node named by an event 
     description=STREAM_DOC,
 )
 async def stream_graph(user: CurrentPrincipal, graph: Graph, last_event_id: LastEventId = None) -> EventSourceResponse:
-    events = graph.events.follow(str(user.user_id), after=event_id(last_event_id))
-
-    async def produce() -> AsyncIterator[ServerSentEvent]:
-        async with contextlib.aclosing(events):
-            async for event in events:
-                yield ServerSentEvent(data=json.dumps(event.data, ensure_ascii=False), event=event.type.value,
-                                      id=str(event.seq))
-
-    return EventSourceResponse(produce(), ping=15)
+    return event_stream(graph.events.follow(str(user.user_id), after=event_id(last_event_id)))
 
 
 NODE_DOC = """A node of the caller's graph: its fields (retention now), its **facts** (every edge touching
