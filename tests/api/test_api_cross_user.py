@@ -29,6 +29,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assistant.services import Services
+from assistant.testing.graph import ScriptedExtractor
 from assistant.voice.audio import float_to_pcm
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
 
@@ -142,8 +143,10 @@ NODE = "Quixotia"  # a capitalised word: a node of A's knowledge graph
 
 
 def make_node(w: World) -> str:
+    assert w.services.graph is not None
+    w.services.graph.extractor = ScriptedExtractor()  # whatever the configured one: capitalised words are nodes
     w.ok("a", "POST", "/v1/memories", {"content": f"{NODE} harbour {MARK}", "summary": MARK})
-    assert w.services.graph is not None and w.services.graph.wait_idle()
+    assert w.services.graph.wait_idle()
     return next(n["id"] for n in w.ok("a", "GET", f"{K}/graph")["nodes"] if n["name"] == NODE)
 
 
