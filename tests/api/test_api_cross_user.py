@@ -320,11 +320,13 @@ def test_the_graph_stream_carries_only_the_callers_events(make_settings) -> None
     from tests.integration.support import LiveServer
 
     services = build_services(make_settings(security={"rate_limit_enabled": False}), chat_model=ScriptedChatModel())
+    assert services.graph is not None
+    services.graph.extractor = ScriptedExtractor()
     keys = {name: {"Authorization": f"Bearer {services.keys.create(name, user_id=uuid4())[0]}"} for name in "ab"}
     with LiveServer(services) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
         assert http.post("/v1/memories", json={"content": f"{NODE} harbour {MARK}", "summary": MARK},
                          headers=keys["a"]).status_code == 201
-        assert services.graph is not None and services.graph.wait_idle()
+        assert services.graph.wait_idle()
         with http.stream("GET", f"{K}/graph/stream", headers={**keys["b"], "Last-Event-ID": "0"}) as response:
             assert http.post("/v1/memories", json={"content": "Bravo is mine", "summary": "b"},
                              headers=keys["b"]).status_code == 201
