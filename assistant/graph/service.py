@@ -45,6 +45,7 @@ from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSetti
 from assistant.crypto import Sealer
 from assistant.graph import retention as R
 from assistant.graph.events import GraphEvents
+from assistant.graph.operations import GraphOperations
 from assistant.graph.queries import GraphQueries
 from assistant.graph.store import GraphStore, normalise_name, normalise_relation
 from assistant.graph.types import (
@@ -101,7 +102,7 @@ class IngestReport:
     events: list[GraphEvent] = field(default_factory=list)
 
 
-class KnowledgeGraph(GraphQueries):
+class KnowledgeGraph(GraphQueries, GraphOperations):
     def __init__(self, db: Database, sealer: Sealer, memory: MemoryStore, extractor: Extractor,
                  settings: KnowledgeGraphSettings, memory_settings: MemorySettings,
                  visualization: KnowledgeVisualizationSettings, *, fallback: Extractor | None = None,
@@ -414,7 +415,7 @@ class KnowledgeGraph(GraphQueries):
         """Edges without a source and nodes without a mention go (a deletion's cascade, a removal)."""
         events = []
         orphans = [r["id"] for r in db.query(
-            "SELECT id FROM kg_edges e WHERE user_id = ? AND NOT EXISTS "
+            "SELECT id FROM kg_edges e WHERE user_id = ? AND origin = 'extraction' AND NOT EXISTS "
             "(SELECT 1 FROM kg_edge_sources s WHERE s.edge_id = e.id)", (user,))]
         if orphans:
             marks = ",".join("?" * len(orphans))
