@@ -267,10 +267,18 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
             if done:
                 self.remove(user, sorted(done), publish=True)
             for memory, extraction in zip(memories, extractions, strict=True):
-                with self.db.transaction() as db:
-                    self._apply(db, user, memory, extraction, report)
-                    db.execute("INSERT OR REPLACE INTO kg_extracted (memory_id, user_id, extractor, extracted_ts) "
-                               "VALUES (?, ?, ?, ?)", (memory.id, user, self.extractor.id, self.clock()))
+                events = len(report.events)
+                try:
+                    with self.db.transaction() as db:
+                        self._apply(db, user, memory, extraction, report)
+                        db.execute("INSERT OR REPLACE INTO kg_extracted (memory_id, user_id, extractor, "
+                                   "extracted_ts) VALUES (?, ?, ?, ?)", (memory.id, user, self.extractor.id,
+                                                                         self.clock()))
+                except Exception:  # e.g. the memory was deleted meanwhile (its foreign key): skip it alone
+                    del report.events[events:]  # rolled back with it
+                    self.counters.ingest_errors += 1
+                    log.warning("knowledge graph: memory %s not applied", memory.id, exc_info=True)
+                    continue
                 report.memories += 1
             self.views.changed(user)
         self.counters.ingested += report.memories

@@ -372,3 +372,21 @@ def test_prune_reweight_connect_and_weak_edges(make_graph, extractor: ScriptedEx
     assert [e["relation"] for e in graph.graph(ALICE)["edges"]] == ["friend_of"]
     with pytest.raises(NotFoundError):
         graph.set_edge_weight(BOB, made, 0.5)
+
+
+def test_a_memory_deleted_during_extraction_is_skipped_alone(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph()
+    graph.memory.listeners.clear()
+    gone = graph.memory.add(ALICE, "Gone")
+    kept = graph.memory.add(ALICE, "Kept")
+    original = extractor.extract
+
+    def delete_then_extract(passages):  # noqa: ANN001, ANN202
+        graph.memory.delete(ALICE, gone.id)
+        return original(passages)
+
+    extractor.extract = delete_then_extract  # type: ignore[method-assign]
+    report = graph.ingest(ALICE, [gone.id, kept.id])
+    assert report.memories == 1 and set(ids_by_name(graph)) == {"Kept"}
+    assert graph.counters.ingest_errors == 1
+    assert [e.data["name"] for e in graph.events.history(ALICE)] == ["Kept"]
