@@ -390,3 +390,19 @@ def test_a_memory_deleted_during_extraction_is_skipped_alone(make_graph, extract
     assert report.memories == 1 and set(ids_by_name(graph)) == {"Kept"}
     assert graph.counters.ingest_errors == 1
     assert [e.data["name"] for e in graph.events.history(ALICE)] == ["Kept"]
+
+
+def test_retrieval_helpers_mentions_and_neighbours(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph()
+    extractor.scripts["chain"] = Extraction((Entity("A"), Entity("B"), Entity("C")),
+                                            (Fact("A", "knows", "B"), Fact("B", RELATED, "C")))
+    memory = graph.memory.add(ALICE, "chain")
+    graph.wait_idle()
+    ids = {n: v["id"] for n, v in ids_by_name(graph).items()}
+    assert sorted(graph.nodes_of_memories(ALICE, [memory.id])[memory.id]) == sorted(ids.values())
+    assert graph.memories_of_nodes(ALICE, [ids["A"]]) == {ids["A"]: [memory.id]}
+    assert graph.nodes_of_memories(BOB, [memory.id]) == {}
+    one = graph.neighbours(ALICE, {ids["A"]: 1.0}, hops=1)
+    assert one == {ids["A"]: 1.0, ids["B"]: 1.0}
+    two = graph.neighbours(ALICE, {ids["A"]: 1.0}, hops=2)
+    assert two[ids["C"]] == pytest.approx(0.5)  # 1.0 x 1.0 (knows) x 0.5 (co-occurrence weight)
