@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 
 from assistant.errors import NotFoundError
@@ -81,3 +82,49 @@ class GraphQueries:
         if row is None:
             return None
         return self.store.edge_from_row(row, self.store.sources([edge_id]).get(edge_id, ()))
+
+    # --- for graph-aware retrieval ------------------------------------------------------------------
+
+    def nodes_of_memories(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
+        """memory id -> the nodes it mentions."""
+        if not memory_ids:
+            return {}
+        marks = ",".join("?" * len(memory_ids))
+        out: dict[str, list[str]] = {}
+        for r in self.db.query(f"SELECT memory_id, node_id FROM kg_mentions WHERE user_id = ? AND memory_id IN "
+                               f"({marks})", (str(user_id), *memory_ids)):
+            out.setdefault(r["memory_id"], []).append(r["node_id"])
+        return out
+
+    def memories_of_nodes(self, user_id: str, node_ids: list[str]) -> dict[str, list[str]]:
+        """node id -> the memories that mention it."""
+        if not node_ids:
+            return {}
+        marks = ",".join("?" * len(node_ids))
+        out: dict[str, list[str]] = {}
+        for r in self.db.query(f"SELECT node_id, memory_id FROM kg_mentions WHERE user_id = ? AND node_id IN "
+                               f"({marks})", (str(user_id), *node_ids)):
+            out.setdefault(r["node_id"], []).append(r["memory_id"])
+        return out
+
+    def neighbours(self, user_id: str, seeds: dict[str, float], hops: int = 1,
+                   now: float | None = None) -> dict[str, float]:
+        """Spread ``seeds`` (node id -> score) over valid edges for ``hops`` hops: a neighbour gets
+        score x edge weight x edge retention (the best path), seeds keep their own score."""
+        snap = self.views.snapshot(user_id)
+        if not len(snap) or not seeds:
+            return dict(seeds)
+        now = self.clock() if now is None else now  # type: ignore[attr-defined]
+        score = np.zeros(len(snap), dtype=np.float64)
+        for node, value in seeds.items():
+            if node in snap.index:
+                score[snap.index[node]] = max(score[snap.index[node]], value)
+        valid = snap.edges_valid(now)
+        src, dst = snap.src[valid], snap.dst[valid]
+        strength = (snap.weight * snap.edge_retention(now))[valid]
+        for _ in range(hops):
+            spread = score.copy()
+            np.maximum.at(spread, dst, score[src] * strength)
+            np.maximum.at(spread, src, score[dst] * strength)
+            score = spread
+        return {snap.ids[i]: float(score[i]) for i in np.flatnonzero(score)}

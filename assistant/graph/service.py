@@ -45,6 +45,7 @@ from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSetti
 from assistant.crypto import Sealer
 from assistant.graph import retention as R
 from assistant.graph.events import GraphEvents
+from assistant.graph.operations import GraphOperations
 from assistant.graph.queries import GraphQueries
 from assistant.graph.store import GraphStore, normalise_name, normalise_relation
 from assistant.graph.types import (
@@ -101,7 +102,7 @@ class IngestReport:
     events: list[GraphEvent] = field(default_factory=list)
 
 
-class KnowledgeGraph(GraphQueries):
+class KnowledgeGraph(GraphQueries, GraphOperations):
     def __init__(self, db: Database, sealer: Sealer, memory: MemoryStore, extractor: Extractor,
                  settings: KnowledgeGraphSettings, memory_settings: MemorySettings,
                  visualization: KnowledgeVisualizationSettings, *, fallback: Extractor | None = None,
@@ -266,10 +267,18 @@ class KnowledgeGraph(GraphQueries):
             if done:
                 self.remove(user, sorted(done), publish=True)
             for memory, extraction in zip(memories, extractions, strict=True):
-                with self.db.transaction() as db:
-                    self._apply(db, user, memory, extraction, report)
-                    db.execute("INSERT OR REPLACE INTO kg_extracted (memory_id, user_id, extractor, extracted_ts) "
-                               "VALUES (?, ?, ?, ?)", (memory.id, user, self.extractor.id, self.clock()))
+                events = len(report.events)
+                try:
+                    with self.db.transaction() as db:
+                        self._apply(db, user, memory, extraction, report)
+                        db.execute("INSERT OR REPLACE INTO kg_extracted (memory_id, user_id, extractor, "
+                                   "extracted_ts) VALUES (?, ?, ?, ?)", (memory.id, user, self.extractor.id,
+                                                                         self.clock()))
+                except Exception:  # e.g. the memory was deleted meanwhile (its foreign key): skip it alone
+                    del report.events[events:]  # rolled back with it
+                    self.counters.ingest_errors += 1
+                    log.warning("knowledge graph: memory %s not applied", memory.id, exc_info=True)
+                    continue
                 report.memories += 1
             self.views.changed(user)
         self.counters.ingested += report.memories
@@ -414,7 +423,7 @@ class KnowledgeGraph(GraphQueries):
         """Edges without a source and nodes without a mention go (a deletion's cascade, a removal)."""
         events = []
         orphans = [r["id"] for r in db.query(
-            "SELECT id FROM kg_edges e WHERE user_id = ? AND NOT EXISTS "
+            "SELECT id FROM kg_edges e WHERE user_id = ? AND origin = 'extraction' AND NOT EXISTS "
             "(SELECT 1 FROM kg_edge_sources s WHERE s.edge_id = e.id)", (user,))]
         if orphans:
             marks = ",".join("?" * len(orphans))

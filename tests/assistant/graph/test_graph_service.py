@@ -325,3 +325,84 @@ def test_the_rendered_json_is_valid_and_complete(make_graph) -> None:
                          "truncated", "as_of", "min_retention"}
     assert set(body["nodes"][0]) == {"id", "name", "kind", "aliases", "mention_count", "recalls", "stability",
                                      "created_at", "last_seen", "retention"}
+
+
+# --- what consolidation (dream mode) does to the graph ------------------------------------------------
+
+
+def test_merge_nodes_moves_mentions_edges_and_names(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph()
+    extractor.scripts["one"] = Extraction((Entity("Bob"), Entity("Paris")), (Fact("Bob", "visited", "Paris"),))
+    extractor.scripts["two"] = Extraction((Entity("Robert"), Entity("Paris")), (Fact("Robert", "visited", "Paris"),
+                                                                               Fact("Robert", "knows", "Bob")))
+    graph.memory.add(ALICE, "one")
+    graph.memory.add(ALICE, "two")
+    graph.wait_idle()
+    ids = {n: v["id"] for n, v in ids_by_name(graph).items()}
+    event = graph.merge_nodes(ALICE, ids["Bob"], ids["Robert"])
+    assert event.type is GraphEventType.NODE_MERGED and event.data["merged_id"] == ids["Robert"]
+    data = graph.graph(ALICE)
+    [bob] = [n for n in data["nodes"] if n["name"] == "Bob"]
+    assert bob["aliases"] == ["Robert"] and bob["mention_count"] == 2 and len(data["nodes"]) == 2
+    [visited] = data["edges"]  # the duplicate fact joined; "Robert knows Bob" became a self-loop and went
+    assert visited["sources"] == 2
+    assert graph.store.find_by_name(ALICE, ["robert"]) == {"robert": ids["Bob"]}
+    assert graph.merge_nodes(ALICE, ids["Bob"], ids["Robert"]) is None  # replayed: nothing
+
+
+def test_prune_reweight_connect_and_weak_edges(make_graph, extractor: ScriptedExtractor, clock: Clock) -> None:
+    graph = make_graph()
+    extractor.scripts["pair"] = Extraction((Entity("Anna"), Entity("Tom")), (Fact("Anna", RELATED, "Tom"),))
+    graph.memory.add(ALICE, "pair")
+    graph.wait_idle()
+    ids = {n: v["id"] for n, v in ids_by_name(graph).items()}
+    [edge] = graph.graph(ALICE)["edges"]
+    assert graph.set_edge_weight(ALICE, edge["id"], 0.1) == 0.5
+    clock.t += DAY
+    [weak] = graph.weak_edges(ALICE, below=0.2, limit=20)  # 0.1 x e^-1
+    assert weak.id == edge["id"]
+    assert graph.prune_edge(ALICE, edge["id"]).data == {"id": edge["id"], "reason": "pruned"}
+    assert graph.prune_edge(ALICE, edge["id"]) is None
+    made = graph.connect(ALICE, ids["Anna"], "friend_of", ids["Tom"], 0.6)
+    assert graph.connect(ALICE, ids["Anna"], "friend_of", ids["Tom"]) == made
+    graph.remove(ALICE, [])  # a dream edge has no source memory and is not pruned as an orphan
+    other = graph.memory.add(ALICE, "Zed")
+    graph.wait_idle()
+    graph.memory.delete(ALICE, other.id)
+    assert [e["relation"] for e in graph.graph(ALICE)["edges"]] == ["friend_of"]
+    with pytest.raises(NotFoundError):
+        graph.set_edge_weight(BOB, made, 0.5)
+
+
+def test_a_memory_deleted_during_extraction_is_skipped_alone(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph()
+    graph.memory.listeners.clear()
+    gone = graph.memory.add(ALICE, "Gone")
+    kept = graph.memory.add(ALICE, "Kept")
+    original = extractor.extract
+
+    def delete_then_extract(passages):  # noqa: ANN001, ANN202
+        graph.memory.delete(ALICE, gone.id)
+        return original(passages)
+
+    extractor.extract = delete_then_extract  # type: ignore[method-assign]
+    report = graph.ingest(ALICE, [gone.id, kept.id])
+    assert report.memories == 1 and set(ids_by_name(graph)) == {"Kept"}
+    assert graph.counters.ingest_errors == 1
+    assert [e.data["name"] for e in graph.events.history(ALICE)] == ["Kept"]
+
+
+def test_retrieval_helpers_mentions_and_neighbours(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph()
+    extractor.scripts["chain"] = Extraction((Entity("A"), Entity("B"), Entity("C")),
+                                            (Fact("A", "knows", "B"), Fact("B", RELATED, "C")))
+    memory = graph.memory.add(ALICE, "chain")
+    graph.wait_idle()
+    ids = {n: v["id"] for n, v in ids_by_name(graph).items()}
+    assert sorted(graph.nodes_of_memories(ALICE, [memory.id])[memory.id]) == sorted(ids.values())
+    assert graph.memories_of_nodes(ALICE, [ids["A"]]) == {ids["A"]: [memory.id]}
+    assert graph.nodes_of_memories(BOB, [memory.id]) == {}
+    one = graph.neighbours(ALICE, {ids["A"]: 1.0}, hops=1)
+    assert one == {ids["A"]: 1.0, ids["B"]: 1.0}
+    two = graph.neighbours(ALICE, {ids["A"]: 1.0}, hops=2)
+    assert two[ids["C"]] == pytest.approx(0.5)  # 1.0 x 1.0 (knows) x 0.5 (co-occurrence weight)
