@@ -398,6 +398,7 @@ def live(make_settings: Callable[..., Settings]) -> Iterator[tuple[LiveServer, W
 
 def test_the_stream_sends_stored_then_live_events_and_resumes(live: tuple[LiveServer, World]) -> None:
     server, world = live
+    owner = str(world.services.keys.owner_user_id())
     world.add("Anna met Tom")  # two stored events before anyone listens
     url = f"{server.base_url}{G}/graph/stream"
     with httpx.Client(timeout=httpx.Timeout(30.0)) as http:  # a read timeout, never a hang
@@ -416,10 +417,15 @@ def test_the_stream_sends_stored_then_live_events_and_resumes(live: tuple[LiveSe
             assert [i for i, _, _ in events.take(2)] == [4, 5]  # stored events after 3 first
             world.add("Zoe arrived")
             assert events.take(1)[0][:2] == (6, "NodeCreated")  # then live
+            anna, tom = (d["id"] for _, _, d in first)
+            world.services.graph.merge_nodes(owner, anna, tom)  # what dream mode does
+            assert events.take(1) == [(7, "NodeMerged", {"id": anna, "merged_id": tom, "name": "Anna",
+                                                         "aliases": ["Tom"]})]
+        assert [(n["name"], n["aliases"]) for n in world.graph()["nodes"] if n["id"] in (anna, tom)] == [
+            ("Anna", ["Tom"])]
         with http.stream("GET", url, headers={**world.other, "Last-Event-ID": "0"}) as response:
             world.add("Yan is mine", auth=world.other)  # the other user sees only their own, numbered from 1
             assert [(i, d["name"]) for i, _, d in Events(response).take(1)] == [(1, "Yan")]
-    owner = str(world.services.keys.owner_user_id())
     deadline = time.monotonic() + 30  # a bound against hangs, not a timing assertion
     while world.services.graph.events.subscribers(owner) and time.monotonic() < deadline:
         time.sleep(0.05)
