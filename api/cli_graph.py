@@ -102,15 +102,13 @@ def stats(user: UserOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt =
     """Nodes, edges (valid and invalidated) and memories waiting for extraction, per user and in all."""
     chosen = _user(user)
     with _opened(config, data_dir) as (services, graph):
-        nodes = {r["user_id"]: r["n"] for r in services.db.query(
-            "SELECT user_id, count(*) AS n FROM kg_nodes GROUP BY user_id")}
-        edges = {(r["user_id"], r["valid"]): r["n"] for r in services.db.query(
-            "SELECT user_id, invalid_ts IS NULL AS valid, count(*) AS n FROM kg_edges GROUP BY user_id, valid")}
-        users = _users(services, chosen) if chosen is not None else sorted(
-            {*nodes, *(u for u, _ in edges), *_users(services, None)})
+        counts = graph.per_user()
+        users = _users(services, chosen) if chosen is not None else sorted({*counts, *_users(services, None)})
+        empty = {"nodes": 0, "edges": 0, "edges_invalidated": 0, "pending": 0}
         typer.echo(f"{'user':<36} {'nodes':>7} {'edges':>7} {'invalid':>7} {'pending':>7}")
         for who in users:
-            typer.echo(f"{who:<36} {nodes.get(who, 0):>7} {edges.get((who, 1), 0):>7} {edges.get((who, 0), 0):>7} "
+            c = counts.get(who, empty)
+            typer.echo(f"{who:<36} {c['nodes']:>7} {c['edges']:>7} {c['edges_invalidated']:>7} "
                        f"{len(graph.pending(who)):>7}")
         totals = graph.totals()
         typer.echo(f"{'all users':<36} {totals['nodes']:>7} {totals['edges']:>7} {totals['edges_invalidated']:>7}")

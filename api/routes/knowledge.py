@@ -138,7 +138,7 @@ send it back as `Last-Event-ID` to resume after it) and JSON data:
 | `NodeCreated` | `{id, name, kind}`: a new entity |
 | `NodeDecayed` | `{id, retention, threshold}`: its retention fell under `min_retention_threshold` (once, until recalled) |
 | `EdgeCreated` | `{id, source, target, relation, weight}`: a new fact (or co-occurrence); `origin: "dream"` when consolidation connected the two |
-| `EdgeInvalidated` | `{id, invalidated_by, relation, invalid_at}`: a contradicting fact replaced it (`invalid_at` in epoch seconds) |
+| `EdgeInvalidated` | `{id, invalidated_by, relation, invalid_at}`: a contradicting fact replaced it (`invalid_at` ISO 8601) |
 | `NodeMerged` | `{id, merged_id, name, aliases}`: dream mode merged node `merged_id` into `id` (its name became an alias) |
 | `NodeRemoved` | `{id}`: its last source memory was deleted or quarantined |
 | `EdgeRemoved` | `{id}`: its last source memory was deleted or quarantined; `reason: "pruned"` when dream mode pruned it |
