@@ -3,7 +3,7 @@
 Everything shown comes from a :class:`~dashboards.graph_client.GraphClient` (the HTTP API or the
 package in process: the same JSON); this module lays it out:
 
-- nodes coloured by retention (Viridis, 0 to 1), sized by mention count, the most mentioned named;
+- nodes coloured by retention (YlGnBu: pale when fading, dark blue when fresh), sized by mention count, the most mentioned named;
   edges drawn in four traces binned by weight (wider and more opaque when heavier), never one trace
   per edge; plotly ``Scattergl`` (WebGL), which stays interactive at 5,000 nodes / 20,000 edges
   (``benchmarks/graph_dashboard.py`` times building the figure);
@@ -38,6 +38,7 @@ import param
 import plotly.graph_objects as go
 
 from assistant.clock import epoch_of
+from assistant.graph.service import KnowledgeGraph
 from assistant.graph.types import NodeKind
 from dashboards.graph_client import GraphClient, HttpGraphClient, LiveEvent, LocalGraphClient
 from dashboards.graph_layout import PositionCache
@@ -46,11 +47,14 @@ ALL = "all"
 WEIGHT_BINS = [(0.0, 0.5, 0.5, 0.18), (0.5, 0.75, 1.0, 0.28), (0.75, 0.95, 1.6, 0.4), (0.95, 1.01, 2.6, 0.55)]
 LABELS = 40  # the most mentioned nodes shown with their names
 EDGE_COLOUR = "rgba(110,110,130,{})"
+COLOURS = "YlGnBu"  # retention: pale yellow (fading) to dark blue (fresh), readable on white
 
 
 def marker_sizes(mentions: np.ndarray) -> np.ndarray:
-    """Marker diameter in px: 5 for one mention, growing with the square root, at most 36."""
-    return np.clip(3.0 + 2.5 * np.sqrt(np.maximum(mentions, 1)), 5.0, 36.0)
+    """Marker diameter in px: growing with the square root of the mentions, at most 40; a node
+    mentioned once is 14 px in a small graph, 5 px at 5,000 nodes."""
+    base = float(np.clip(32.0 / max(len(mentions), 1) ** 0.25, 5.0, 14.0))
+    return np.clip(base * np.sqrt(np.maximum(mentions, 1)), base, 40.0)
 
 
 def edge_traces(pos: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> list[go.Scattergl]:
@@ -89,13 +93,15 @@ def build_figure(data: dict[str, Any], pos: np.ndarray, center: str | None = Non
                    f"{n['mention_count']} mentions" for n in nodes],
         hoverinfo="text", showlegend=False,
         marker={"size": marker_sizes(mentions), "color": retention, "cmin": 0.0, "cmax": 1.0,
-                "colorscale": "Viridis", "line": {"width": 0.5, "color": "white"}, "opacity": 0.9,
+                "colorscale": COLOURS, "line": {"width": 0.6, "color": "rgba(40,40,60,0.6)"}, "opacity": 0.9,
                 "colorbar": {"title": {"text": "retention"}, "thickness": 12}},
     ))
     if len(nodes):
         top = np.argsort(-mentions, kind="stable")[:LABELS]
-        fig.add_trace(go.Scatter(x=pos[top, 0], y=pos[top, 1], mode="text", text=[names[i] for i in top],
+        sizes = marker_sizes(mentions)  # an invisible marker of the node's size moves the name above it
+        fig.add_trace(go.Scatter(x=pos[top, 0], y=pos[top, 1], mode="markers+text", text=[names[i] for i in top],
                                  textposition="top center", hoverinfo="skip", showlegend=False, name="labels",
+                                 marker={"size": sizes[top], "color": "rgba(0,0,0,0)"},
                                  textfont={"size": 11, "color": "#222"}))
     if center is not None and center in index:
         i = index[center]
@@ -160,10 +166,10 @@ class KnowledgeGraphView(pn.viewable.Viewer):
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.search_box = pn.widgets.TextInput(label="Centre on an entity", placeholder="a name, then Enter")
         self.search_box.param.watch(lambda e: self.find(e.new), "value")
-        self.clear_button = pn.widgets.Button(label="Show the whole graph", color="light")
+        self.clear_button = pn.widgets.Button(label="Show the whole graph", color="primary", button_style="outline")
         self.clear_button.on_click(lambda _: self.param.update(center=None))
         self.timeline = pn.widgets.DatetimeSlider(label="As of", start=datetime(2000, 1, 1), end=datetime.now(),
-                                                  value=datetime.now(), step=3600_000)
+                                                  value=datetime.now(), step=1000)
         self.timeline.param.watch(self._timeline_moved, "value_throttled")
         self.plot.param.watch(self._clicked, "click_data")
         self.callback: pn.io.callbacks.PeriodicCallback | None = None
@@ -202,7 +208,7 @@ class KnowledgeGraphView(pn.viewable.Viewer):
             return
         first = min(epoch_of(n["created_at"]) for n in self.data["nodes"])
         now = epoch_of(self.data["as_of"])
-        start, end = _naive(first - 60), _naive(now + 60)
+        start, end = _naive(first - 60), _naive(now + 1)
         self.timeline.param.update(start=start, end=end, value=end)
 
     def _timeline_moved(self, event: param.parameterized.Event) -> None:
@@ -262,25 +268,56 @@ def _naive(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
+class _NoExtraction:
+    """The extractor of the dashboard's read-only graph: it never ingests (the API server does)."""
+
+    id = "none"
+
+    def extract(self, passages: list) -> list:
+        raise RuntimeError("the dashboard's knowledge graph is read-only")
+
+
+def served_graph(config: str | None) -> tuple[KnowledgeGraph, str]:
+    """A read-only graph over the configured data directory, and the user to show.
+
+    Only the SQLite database, the key and the embedder (for search) are opened, not every service:
+    the API server may hold the analytics database's lock. The graph is not a memory listener;
+    what the server writes arrives through the stored event log (``poll_secs``)."""
+    from assistant.config import Settings
+    from assistant.embeddings.base import create_embedder
+    from assistant.errors import ConfigError
+    from assistant.memory.store import MemoryStore
+    from assistant.security import KeyStore
+    from assistant.services import DB_FILE, key_path
+    from assistant.storage.db import Database
+    from assistant.storage.memory_key import open_store_sealer
+
+    settings = Settings.load(config)
+    mem = settings.memory
+    if not (mem.enabled and settings.knowledge_graph.enabled):
+        raise ConfigError("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory off)")
+    db = Database(settings.data_dir / DB_FILE)
+    sealer = open_store_sealer(db, key_path(settings), enabled=mem.enable_encryption)
+    base_url = settings.inference.base_url if mem.embedding_backend == "ollama" else None
+    memory = MemoryStore(db, sealer, create_embedder(mem, base_url), mem)
+    graph = KnowledgeGraph(db, sealer, memory, _NoExtraction(), settings.knowledge_graph, mem,
+                           settings.knowledge_visualization)
+    user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(KeyStore(db).owner_user_id())
+    return graph, user
+
+
 def served_client(config: str | None) -> GraphClient:
     """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else in process."""
     url = os.environ.get("ASSISTANT_API_URL")
     if url:
         return HttpGraphClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
-    from assistant.config import Settings
-    from assistant.errors import ConfigError
-    from assistant.services import build_services
-
-    services = _SERVED.get(config)
-    if services is None:
-        services = _SERVED[config] = build_services(Settings.load(config))
-    if services.graph is None:
-        raise ConfigError("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory off)")
-    user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(services.keys.owner_user_id())
-    return LocalGraphClient(services.graph, user, poll_secs=1.0)
+    if config not in _SERVED:
+        _SERVED[config] = served_graph(config)
+    graph, user = _SERVED[config]
+    return LocalGraphClient(graph, user, poll_secs=1.0)
 
 
-_SERVED: dict[str | None, Any] = {}  # one Services per served process, shared by the sessions
+_SERVED: dict[str | None, tuple[KnowledgeGraph, str]] = {}  # one graph per served process, shared by sessions
 
 
 if pn.state.served:
