@@ -154,10 +154,10 @@ class KnowledgeGraphView(pn.viewable.Viewer):
     limit = param.Integer(5000, bounds=(1, None), doc="At most this many nodes (the most retained)")
     refresh_ms = param.Integer(1000, bounds=(200, None), doc="Live updates redraw at most this often (ms)")
 
-    def __init__(self, client: GraphClient, *, live: bool = True, **params):
+    def __init__(self, client: GraphClient, *, live: bool = True, positions: PositionCache | None = None, **params):
         super().__init__(**params)
         self.client = client
-        self.positions = PositionCache()
+        self.positions = positions or PositionCache()
         self.data: dict[str, Any] = {}
         self.selected: str | None = None
         self._stale = threading.Event()
@@ -166,7 +166,7 @@ class KnowledgeGraphView(pn.viewable.Viewer):
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.search_box = pn.widgets.TextInput(label="Centre on an entity", placeholder="a name, then Enter")
         self.search_box.param.watch(lambda e: self.find(e.new), "value")
-        self.clear_button = pn.widgets.Button(label="Show the whole graph", color="primary", button_style="outline")
+        self.clear_button = pn.widgets.Button(label="Show the whole graph", color="primary", variant="outline")
         self.clear_button.on_click(lambda _: self.param.update(center=None))
         self.timeline = pn.widgets.DatetimeSlider(label="As of", start=datetime(2000, 1, 1), end=datetime.now(),
                                                   value=datetime.now(), step=1000)
@@ -231,7 +231,12 @@ class KnowledgeGraphView(pn.viewable.Viewer):
 
     def select(self, node_id: str) -> None:
         self.selected = node_id
-        self.details.object = details_markdown(self.client.node(node_id))
+        try:
+            node = self.client.node(node_id)
+        except Exception as exc:  # removed meanwhile (404), the server unreachable
+            self.details.object = f"The node could not be read: {exc}"
+            return
+        self.details.object = details_markdown(node)
 
     def _clicked(self, event: param.parameterized.Event) -> None:
         points = (event.new or {}).get("points") or []
@@ -307,21 +312,21 @@ def served_graph(config: str | None) -> tuple[KnowledgeGraph, str]:
 
 
 def served_client(config: str | None) -> GraphClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else in process."""
+    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else in process (one
+    read-only graph per process, in ``pn.state.cache``: Panel runs this script again for each session)."""
     url = os.environ.get("ASSISTANT_API_URL")
     if url:
         return HttpGraphClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
-    if config not in _SERVED:
-        _SERVED[config] = served_graph(config)
-    graph, user = _SERVED[config]
+    key = f"knowledge_graph:{config}"
+    if key not in pn.state.cache:
+        pn.state.cache[key] = served_graph(config)
+    graph, user = pn.state.cache[key]
     return LocalGraphClient(graph, user, poll_secs=1.0)
-
-
-_SERVED: dict[str | None, tuple[KnowledgeGraph, str]] = {}  # one graph per served process, shared by sessions
 
 
 if pn.state.served:
     pn.extension("plotly")
     _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
     pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-    KnowledgeGraphView(_client).servable(title="Knowledge graph")
+    _positions = pn.state.cache.setdefault("knowledge_graph:positions", PositionCache())  # kept across sessions
+    KnowledgeGraphView(_client, positions=_positions).servable(title="Knowledge graph")

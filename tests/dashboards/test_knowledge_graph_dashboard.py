@@ -9,10 +9,10 @@ import numpy as np
 import panel as pn
 import pytest
 
-from assistant.graph.store import GraphStore
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind
 from assistant.services import Services
 from assistant.testing.graph import ScriptedExtractor
+from benchmarks.graph_dashboard import synthetic_graph
 from dashboards.graph_client import LocalGraphClient
 from dashboards.graph_layout import PositionCache, force_layout
 from dashboards.knowledge_graph import KnowledgeGraphView, build_figure, details_markdown
@@ -100,6 +100,8 @@ def test_search_centres_on_an_entity_and_shows_its_details(view: KnowledgeGraphV
     assert "Tom likes Oslo" in view.details.object  # a source memory
     view.center = None
     assert len(shown(view)) == 6
+    view.select("no-such-node")
+    assert view.details.object.startswith("The node could not be read")
 
 
 def test_as_of_hides_later_nodes(view: KnowledgeGraphView, graph_services: Services) -> None:
@@ -144,28 +146,8 @@ def test_details_markdown_of_a_fact() -> None:
     assert "2024-06-01: I live in Berlin" in text and "… 2 more" in text
 
 
-def synthetic(graph_services: Services, nodes: int, edges: int) -> None:
-    """A large graph written straight through the store (no extraction)."""
-    graph = graph_services.graph
-    store = GraphStore(graph.db, graph.store.sealer)
-    rng = np.random.default_rng(7)
-    now = time.time()
-    with graph.db.transaction() as db:
-        ids = [store.insert_node(db, USER, f"Entity {i}", NodeKind.THING, now - rng.uniform(0, 3) * DAY, 1.0)
-               for i in range(nodes)]
-        db.execute("UPDATE kg_nodes SET mention_count = 1 + abs(random()) % 20 WHERE user_id = ?", (USER,))
-        popular = 1 / np.arange(1, nodes + 1) ** 0.8
-        src = rng.integers(0, nodes, edges)
-        dst = rng.choice(nodes, edges, p=popular / popular.sum())
-        for a, b in zip(src.tolist(), dst.tolist(), strict=True):
-            if a != b:
-                store.insert_edge(db, USER, ids[a], "related_to", ids[b], weight=float(rng.uniform(0.3, 1.0)),
-                                  valid_at=now - DAY, now=now - DAY, stability=1.0)
-    graph.views.changed(USER)
-
-
 def test_a_5000_node_graph_renders(graph_services: Services) -> None:
-    synthetic(graph_services, 5000, 20_000)
+    synthetic_graph(graph_services.graph, USER, 5000, 20_000)  # straight through the store
     client = LocalGraphClient(graph_services.graph, USER)
     view = KnowledgeGraphView(client, live=False, min_retention=0.0)
     trace = node_trace(view)
