@@ -1,9 +1,15 @@
-"""The knowledge-graph dashboard in Chromium: ``panel serve dashboards/knowledge_graph.py`` on a data
-directory, nodes drawn, and a memory written by another process (the API server's role, played by this
-test's services on the same directory) appears in the page without a reload.
+"""The knowledge-graph dashboard in Chromium: ``panel serve dashboards/knowledge_graph.py``, nodes drawn,
+and a new memory appears in the page without a reload.
 
-The served dashboard reads the package in process (no ``ASSISTANT_API_URL``): it sees the other
-process's changes through the stored event log it polls. A screenshot is left in the test's tmp_path.
+Two ways it is served, as an operator would:
+
+- in process on a data directory (no ``ASSISTANT_API_URL``): the memory is written by another process
+  (the API server's role, played by this test's services on the same directory); the dashboard sees it
+  through the stored event log it polls;
+- over the HTTP API (``ASSISTANT_API_URL`` + ``ASSISTANT_API_KEY``, a live uvicorn server): the memory is
+  POSTed to ``/v1/memories`` and arrives through ``GET /api/v1/knowledge/graph/stream`` (SSE).
+
+Screenshots are left in the test's tmp_path.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,9 +29,9 @@ from playwright.sync_api import Page, sync_playwright
 
 from assistant.config import Settings
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind
-from assistant.services import build_services
+from assistant.services import Services, build_services
 from assistant.testing.graph import ScriptedExtractor
-from tests.integration.support import free_port
+from tests.integration.support import free_port, serve
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +51,10 @@ SCRIPTS = {  # entities and facts, so that edges are drawn
     "Lisbon": Extraction((Entity("Lena", P), Entity("Lisbon", L)), (Fact("Lena", "lives_in", "Lisbon"),)),
 }
 MEMORIES = [(2.0, "Anna met Tom in Paris"), (1.0, "Anna and Lena went to Rome"), (0.3, "Tom cooked Risotto for Lena")]
+NEW_MEMORY = "Lena moved to Lisbon"
 
 # The nodes of the plotly figure: Panel renders inside shadow roots, so walk them.
-NODE_COUNT_JS = """() => {
+NODE_NAMES_JS = """() => {
   const find = (root) => {
     for (const el of root.querySelectorAll('*')) {
       if (el.classList && el.classList.contains('js-plotly-plot')) return el;
@@ -55,93 +63,118 @@ NODE_COUNT_JS = """() => {
     return null;
   };
   const plot = find(document);
-  if (!plot || !plot.data) return -1;
+  if (!plot || !plot.data) return null;
   const nodes = plot.data.find((t) => t.name === 'nodes');
-  return nodes ? nodes.x.length : -1;
+  return nodes ? Array.from(nodes.text || []) : null;
 }"""
-NODE_NAMES_JS = NODE_COUNT_JS.replace("return nodes ? nodes.x.length : -1;", "return nodes ? Array.from(nodes.text) : [];")
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[server]\ndata_dir = "{tmp_path / "data"}"\n[inference]\nbackend = "scripted"\n'
-                      '[memory]\nembedding_backend = "hashing"\n')
-    return config
+def remember_days_ago(services: Services, user: str) -> int:
+    """The test's graph: memories written days ago (so retention, the colour, differs); its node count."""
+    services.graph.extractor = ScriptedExtractor(SCRIPTS)  # known entities and facts, whatever is configured
+    for days_ago, text in MEMORIES:
+        services.memory.clock = lambda ago=days_ago: time.time() - ago * DAY
+        services.memory.add(user, text)
+        assert services.graph.wait_idle()
+    services.memory.clock = time.time
+    return services.graph.graph(user)["returned_nodes"]
 
 
-def wait_for(page: Page, script: str, predicate, timeout: float = 60.0):
+def wait_for(page: Page, predicate: Callable[[list[str] | None], bool], timeout: float = 60.0) -> list[str]:
     deadline = time.monotonic() + timeout
     value = None
     while time.monotonic() < deadline:
-        value = page.evaluate(script)
+        value = page.evaluate(NODE_NAMES_JS)
         if predicate(value):
             return value
         time.sleep(0.25)
-    raise AssertionError(f"timed out; last value {value!r}")
+    raise AssertionError(f"timed out; nodes drawn: {value!r}")
 
 
-def test_nodes_are_drawn_and_a_new_memory_appears(data_dir: Path, tmp_path: Path) -> None:
-    services = build_services(Settings.load(str(data_dir)))
-    services.graph.extractor = ScriptedExtractor(SCRIPTS)  # known entities and facts, whatever is configured
-    owner = str(services.keys.owner_user_id())
-    for days_ago, text in MEMORIES:  # written days ago: retention (colour) differs
-        services.memory.clock = lambda ago=days_ago: time.time() - ago * DAY
-        services.memory.add(owner, text)
-        assert services.graph.wait_idle()
-    services.memory.clock = time.time
-    expected = services.graph.graph(owner)["returned_nodes"]
-    assert expected == 6  # Anna, Tom, Paris, Lena, Rome, Risotto
-
+def run_dashboard(tmp_path: Path, env: dict[str, str], args: list[str], expected: int,
+                  write: Callable[[], None]) -> None:
+    """Serve the dashboard, check ``expected`` nodes are drawn, ``write`` the new memory, check it shows."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("ASSISTANT_API_URL", None)
-    log = (tmp_path / "panel.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "dashboards/knowledge_graph.py", "--address", "127.0.0.1",
-         "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}", "--args", str(data_dir)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/knowledge_graph"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    log_path = tmp_path / "panel.log"
     outside: list[str] = []
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, (tmp_path / "panel.log").read_text()
-            assert time.monotonic() < deadline, "panel serve did not start"
-            time.sleep(0.3)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 800})
-
-            def guard(route):
-                if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
-                    outside.append(route.request.url)
-                    route.abort()
-                else:
-                    route.continue_()
-
-            page.route("**/*", guard)
-            page.goto(url)
-            assert wait_for(page, NODE_COUNT_JS, lambda n: n >= 0) == expected
-            page.screenshot(path=str(tmp_path / "knowledge_graph.png"))
-
-            services.memory.add(owner, "Lena moved to Lisbon")  # another process writes
-            assert services.graph.wait_idle()
-            names = wait_for(page, NODE_NAMES_JS, lambda names: "Lisbon" in names, timeout=30)
-            assert len(names) == expected + 1
-            page.screenshot(path=str(tmp_path / "knowledge_graph_live.png"))
-            browser.close()
-    finally:
-        server.terminate()
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", "dashboards/knowledge_graph.py", "--address", "127.0.0.1",
+             "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}", *args],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}/knowledge_graph"
         try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-        services.close()
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url, timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert server.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, "panel serve did not start"
+                time.sleep(0.3)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 800})
+
+                def guard(route):
+                    if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
+                        outside.append(route.request.url)
+                        route.abort()
+                    else:
+                        route.continue_()
+
+                page.route("**/*", guard)
+                page.goto(url)
+                names = wait_for(page, lambda names: names is not None)
+                assert len(names) == expected, log_path.read_text()
+                page.screenshot(path=str(tmp_path / "knowledge_graph.png"))
+                write()
+                names = wait_for(page, lambda names: "Lisbon" in names, timeout=30)
+                assert len(names) == expected + 1
+                page.screenshot(path=str(tmp_path / "knowledge_graph_live.png"))
+                browser.close()
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
     assert outside == []  # everything the page needs is served locally
+
+
+def test_in_process_on_a_data_directory(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\ndata_dir = "{tmp_path / "data"}"\n[inference]\nbackend = "scripted"\n'
+                      '[memory]\nembedding_backend = "hashing"\n')
+    services = build_services(Settings.load(str(config)))
+    try:
+        owner = str(services.keys.owner_user_id())  # the dashboard's default user
+        expected = remember_days_ago(services, owner)
+        assert expected == 6  # Anna, Tom, Paris, Lena, Rome, Risotto
+
+        def write() -> None:  # another process writes
+            services.memory.add(owner, NEW_MEMORY)
+            assert services.graph.wait_idle()
+
+        run_dashboard(tmp_path, {"ASSISTANT_API_URL": ""}, ["--args", str(config)], expected, write)
+    finally:
+        services.close()
+
+
+def test_over_the_http_api(tmp_path: Path) -> None:
+    live, key = serve(tmp_path / "server", inference={"backend": "scripted"}, memory={"embedding_backend": "hashing"})
+    with live:
+        principal = live.services.keys.authenticate(key)
+        expected = remember_days_ago(live.services, str(principal.user_id))
+        routed = httpx.get(f"{live.base_url}/api/v1/knowledge/graph", headers={"Authorization": f"Bearer {key}"})
+        assert routed.status_code == 200, f"the knowledge routes answer {routed.status_code}"
+
+        def write() -> None:
+            response = httpx.post(f"{live.base_url}/v1/memories", json={"content": NEW_MEMORY, "summary": NEW_MEMORY},
+                                  headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            assert response.status_code == 201, response.text
+
+        run_dashboard(tmp_path, {"ASSISTANT_API_URL": live.base_url, "ASSISTANT_API_KEY": key}, [], expected, write)
