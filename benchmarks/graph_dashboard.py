@@ -23,7 +23,7 @@ Measured (each once, after a warm-up where it matters):
 
 Figures only, no thresholds asserted.
 
-    .venv/bin/python benchmarks/graph_dashboard.py [--nodes 5000] [--edges 20000] [--compare] [--browser]
+    .venv/bin/python benchmarks/graph_dashboard.py [--nodes 5000] [--edges 20000] [--compare] [--browser [--screenshot PATH]]
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def measure(graph: KnowledgeGraph, compare: bool) -> dict[str, Any]:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
-def browser(graph: KnowledgeGraph) -> dict[str, float]:
+def browser(graph: KnowledgeGraph, screenshot: Path | None = None) -> dict[str, float]:
     """Serve the view and time drawing, zooming and panning in Chromium."""
     import shutil
 
@@ -163,6 +163,10 @@ def browser(graph: KnowledgeGraph) -> dict[str, float]:
                 ms = page.evaluate(f"async () => {{ const d = ({find})(); const t = performance.now(); "
                                    f"await window.Plotly.relayout(d, {update}); return performance.now() - t; }}")
                 out[f"browser_{name}_ms"] = ms
+            if screenshot is not None:
+                page.evaluate(f"async () => window.Plotly.relayout(({find})(), "
+                              "{'xaxis.autorange': true, 'yaxis.autorange': true})")
+                page.screenshot(path=str(screenshot))
             chrome.close()
     finally:
         server.stop()
@@ -176,6 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--edges", type=int, default=20_000)
     parser.add_argument("--compare", action="store_true", help="also time the networkx layouts (minutes)")
     parser.add_argument("--browser", action="store_true", help="also draw it in Chromium")
+    parser.add_argument("--screenshot", type=Path, help="with --browser: save the page here (PNG)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             synthetic_graph(graph, USER, args.nodes, args.edges)
             report = measure(graph, args.compare)
             if args.browser:
-                report |= browser(graph)
+                report |= browser(graph, args.screenshot)
         finally:
             graph.close()
             db.close()

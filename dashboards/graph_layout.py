@@ -64,17 +64,21 @@ def force_layout(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | 
 
 def _repulsion(pos: np.ndarray, cells: int, shift: np.ndarray) -> np.ndarray:
     """Repulsion (without the k² factor) of every node, from cell centres of mass; the grid moves by
-    ``shift`` (fractions of a cell) at each call, so its lines leave no pattern in the layout."""
-    lo, hi = np.percentile(pos, [2, 98], axis=0)  # a few far nodes must not squash the grid
+    ``shift`` (fractions of a cell) at each call, so its lines leave no pattern in the layout. The
+    few nodes outside the grid (beyond the 2nd and 98th percentiles, which keep far nodes from
+    squashing it) are pushed exactly: by every cell and by each other."""
+    lo, hi = np.percentile(pos, [2, 98], axis=0)
     span = np.maximum(hi - lo, 1e-9)
-    lo = lo - shift * span / cells
-    xy = np.clip(((pos - lo) / span * cells).astype(np.int64), 0, cells - 1)
+    inside = ((pos >= lo) & (pos <= hi)).all(1)
+    grid_lo = lo - shift * span / cells
+    xy = np.clip(((pos[inside] - grid_lo) / span * cells).astype(np.int64), 0, cells - 1)
     cid = xy[:, 0] * cells + xy[:, 1]
-    mass_all = np.bincount(cid, minlength=cells * cells).astype(np.float64)
+    size = cells * cells
+    mass_all = np.bincount(cid, minlength=size).astype(np.float64)
     occupied = np.flatnonzero(mass_all)
     mass = mass_all[occupied]
-    com = np.stack([np.bincount(cid, pos[:, 0], cells * cells)[occupied],
-                    np.bincount(cid, pos[:, 1], cells * cells)[occupied]], 1) / mass[:, None]
+    com = np.stack([np.bincount(cid, pos[inside, 0], size)[occupied],
+                    np.bincount(cid, pos[inside, 1], size)[occupied]], 1) / mass[:, None]
     dx = com[:, None, 0] - com[None, :, 0]
     dy = com[:, None, 1] - com[None, :, 1]
     d2 = dx * dx + dy * dy
@@ -82,12 +86,24 @@ def _repulsion(pos: np.ndarray, cells: int, shift: np.ndarray) -> np.ndarray:
     scale = mass[None, :] / np.maximum(d2, 1e-6)
     per_cell = np.stack([(dx * scale).sum(1), (dy * scale).sum(1)], 1)
     mine = np.searchsorted(occupied, cid)
-    force = per_cell[mine]
+    force = np.zeros_like(pos)
     others = mass[mine] - 1.0  # the rest of the node's own cell, as one mass at its centre
-    rest = (com[mine] * mass[mine, None] - pos) / np.maximum(others, 1.0)[:, None]
-    d = pos - rest
+    rest = (com[mine] * mass[mine, None] - pos[inside]) / np.maximum(others, 1.0)[:, None]
+    d = pos[inside] - rest
     d2_own = np.maximum((d ** 2).sum(1), 1e-6)
-    return force + np.where(others[:, None] > 0, d * (others / d2_own)[:, None], 0.0)
+    force[inside] = per_cell[mine] + np.where(others[:, None] > 0, d * (others / d2_own)[:, None], 0.0)
+    out = ~inside
+    if out.any():
+        far = pos[out]
+        for points, weights, own in ((com, mass, False), (far, np.ones(len(far)), True)):
+            ex = far[:, None, 0] - points[None, :, 0]
+            ey = far[:, None, 1] - points[None, :, 1]
+            e2 = ex * ex + ey * ey
+            if own:
+                np.fill_diagonal(e2, np.inf)
+            w = weights[None, :] / np.maximum(e2, 1e-6)
+            force[out] += np.stack([(ex * w).sum(1), (ey * w).sum(1)], 1)
+    return force
 
 
 class PositionCache:

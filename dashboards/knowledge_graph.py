@@ -45,16 +45,22 @@ from dashboards.graph_layout import PositionCache
 
 ALL = "all"
 WEIGHT_BINS = [(0.0, 0.5, 0.5, 0.18), (0.5, 0.75, 1.0, 0.28), (0.75, 0.95, 1.6, 0.4), (0.95, 1.01, 2.6, 0.55)]
-LABELS = 40  # the most mentioned nodes shown with their names
+LABELS = 25  # the most mentioned nodes shown with their names
 EDGE_COLOUR = "rgba(110,110,130,{})"
 COLOURS = "YlGnBu"  # retention: pale yellow (fading) to dark blue (fresh), readable on white
 
 
 def marker_sizes(mentions: np.ndarray) -> np.ndarray:
-    """Marker diameter in px: growing with the square root of the mentions, at most 40; a node
-    mentioned once is 14 px in a small graph, 5 px at 5,000 nodes."""
-    base = float(np.clip(32.0 / max(len(mentions), 1) ** 0.25, 5.0, 14.0))
-    return np.clip(base * np.sqrt(np.maximum(mentions, 1)), base, 40.0)
+    """Marker diameter in px, by the square root of the mentions relative to the most mentioned node:
+    from 14 to 40 px in a small graph, from 5 to 15 px at 5,000 nodes (so that hubs stand out and the
+    crowd does not cover the edges)."""
+    if not len(mentions):
+        return np.zeros(0)
+    small = float(np.clip(32.0 / len(mentions) ** 0.25, 5.0, 14.0))
+    large = min(3.0 * small, 40.0)
+    counts = np.maximum(mentions, 1.0)
+    share = np.sqrt((counts - 1.0) / max(float(counts.max()) - 1.0, 1.0))
+    return small + (large - small) * share
 
 
 def edge_traces(pos: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> list[go.Scattergl]:
@@ -96,13 +102,13 @@ def build_figure(data: dict[str, Any], pos: np.ndarray, center: str | None = Non
                 "colorscale": COLOURS, "line": {"width": 0.6, "color": "rgba(40,40,60,0.6)"}, "opacity": 0.9,
                 "colorbar": {"title": {"text": "retention"}, "thickness": 12}},
     ))
-    if len(nodes):
-        top = np.argsort(-mentions, kind="stable")[:LABELS]
-        sizes = marker_sizes(mentions)  # an invisible marker of the node's size moves the name above it
-        fig.add_trace(go.Scatter(x=pos[top, 0], y=pos[top, 1], mode="markers+text", text=[names[i] for i in top],
-                                 textposition="top center", hoverinfo="skip", showlegend=False, name="labels",
-                                 marker={"size": sizes[top], "color": "rgba(0,0,0,0)"},
-                                 textfont={"size": 11, "color": "#222"}))
+    labels = []
+    if len(nodes):  # annotations: drawn above the WebGL markers, with a light background
+        sizes = marker_sizes(mentions)
+        labels = [{"x": float(pos[i, 0]), "y": float(pos[i, 1]), "text": names[i], "showarrow": False,
+                   "yshift": float(sizes[i]) / 2 + 7, "font": {"size": 11, "color": "#222"},
+                   "bgcolor": "rgba(255,255,255,0.6)", "borderpad": 1}
+                  for i in np.argsort(-mentions, kind="stable")[:LABELS].tolist()]
     if center is not None and center in index:
         i = index[center]
         fig.add_trace(go.Scatter(x=[pos[i, 0]], y=[pos[i, 1]], mode="markers", hoverinfo="skip", showlegend=False,
@@ -115,7 +121,7 @@ def build_figure(data: dict[str, Any], pos: np.ndarray, center: str | None = Non
                "font": {"size": 14}},
         xaxis={"visible": False}, yaxis={"visible": False, "scaleanchor": "x"},
         plot_bgcolor="white", margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
-        uirevision="graph", dragmode="pan",
+        uirevision="graph", dragmode="pan", annotations=labels,
     )
     return fig
 

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import panel as pn
+import param
 import pytest
 
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind
@@ -102,6 +103,24 @@ def test_search_centres_on_an_entity_and_shows_its_details(view: KnowledgeGraphV
     assert len(shown(view)) == 6
     view.select("no-such-node")
     assert view.details.object.startswith("The node could not be read")
+
+
+def test_the_widgets_drive_the_view(view: KnowledgeGraphView) -> None:
+    view.search_box.value = "Tom"  # Enter in the search box
+    assert view.center == shown(view)["Tom"] and set(shown(view)) == {"Tom", "Anna"}
+    view.clear_button.clicks += 1
+    assert view.center is None and len(shown(view)) == 5
+    paris = shown(view)["Paris"]
+    view.plot.click_data = {"points": [{"curveNumber": 1, "customdata": paris}]}  # a click on a node
+    assert view.selected == paris and view.details.object.startswith("### Paris")
+    assert "Anna —visited→ Paris" in view.details.object
+    past = view.timeline.start + (view.timeline.end - view.timeline.start) / 10
+    with param.edit_constant(view.timeline):  # as the browser sets it when the handle is let go
+        view.timeline.value_throttled = past  # before any memory
+    assert view.as_of is not None and shown(view) == {}
+    with param.edit_constant(view.timeline):
+        view.timeline.value_throttled = view.timeline.end
+    assert view.as_of is None and len(shown(view)) == 5
 
 
 def test_as_of_hides_later_nodes(view: KnowledgeGraphView, graph_services: Services) -> None:
