@@ -14,7 +14,8 @@ with the JSON shapes of the HTTP routes:
 With ``poll_secs`` it also reads the stored event log now and then, for a dashboard served apart from
 the API server on the same data directory: the server's changes reach it through SQLite, and its
 cached view is marked changed when they do. :class:`HttpGraphClient` uses httpx (already the
-project's HTTP client) and reads the SSE stream in a thread, resuming with ``Last-Event-ID``.
+project's HTTP client) and reads the SSE stream in a thread with httpx-sse (the event-stream parser
+by httpx's authors, rather than one written here), resuming with ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+from httpx_sse import connect_sse
 
 from assistant.clock import iso_at
 from assistant.graph import retention as R
@@ -247,27 +249,12 @@ class HttpGraphClient:
 
     def _follow(self, client: httpx.Client) -> None:
         headers = {"Last-Event-ID": str(self.last_event_id)} if self.last_event_id else {}
-        with client.stream("GET", PREFIX + "/graph/stream", headers=headers) as response:
-            response.raise_for_status()
-            kind, seq, data = "message", None, []
-            for line in response.iter_lines():
+        with connect_sse(client, "GET", PREFIX + "/graph/stream", headers=headers) as source:
+            source.response.raise_for_status()
+            for sse in source.iter_sse():  # heartbeats (comments) are skipped by httpx-sse
                 if self._stop.is_set():
                     return
-                if not line:  # the end of an event
-                    if data:
-                        self._dispatch(kind, seq, "\n".join(data))
-                    kind, seq, data = "message", None, []
-                elif line.startswith(":"):
-                    continue  # a heartbeat
-                else:
-                    field, _, value = line.partition(":")
-                    value = value[1:] if value.startswith(" ") else value
-                    if field == "event":
-                        kind = value
-                    elif field == "id":
-                        seq = value
-                    elif field == "data":
-                        data.append(value)
+                self._dispatch(sse.event, sse.id, sse.data)
 
     def _dispatch(self, kind: str, seq: str | None, data: str) -> None:
         try:
