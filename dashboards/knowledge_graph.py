@@ -164,7 +164,8 @@ class KnowledgeGraphView(pn.viewable.Viewer):
         super().__init__(**params)
         self.client = client
         self.positions = positions or PositionCache()
-        self.data: dict[str, Any] = {}
+        self.data: dict[str, Any] = {"nodes": [], "edges": [], "total_nodes": 0, "returned_nodes": 0,
+                                     "returned_edges": 0, "truncated": False, "as_of": ""}
         self.selected: str | None = None
         self._stale = threading.Event()
         self.plot = pn.pane.Plotly(sizing_mode="stretch_both", min_height=600, config={"scrollZoom": True})
@@ -198,7 +199,13 @@ class KnowledgeGraphView(pn.viewable.Viewer):
     def refresh(self) -> None:
         """Read the graph again and redraw it."""
         self._stale.clear()
-        self.data = self.client.graph(**self.query())
+        try:
+            self.data = self.client.graph(**self.query())
+        except Exception as exc:  # the server unreachable, the centre removed meanwhile (404): say so, keep the plot
+            self.status.object = f"**The graph could not be read:** {exc}"
+            if self.center is not None:
+                self.status.object += " (*Show the whole graph* leaves the centre)"
+            return
         self.plot.object = self.figure()
         self._update_timeline()
         centre = next((n["name"] for n in self.data["nodes"] if n["id"] == self.center), None)

@@ -153,6 +153,18 @@ def test_a_new_memory_appears_after_the_debounced_refresh(view: KnowledgeGraphVi
     assert all(after[n] == p for n, p in positions.items())  # the others did not move
 
 
+def test_an_unreadable_graph_is_reported_and_the_plot_kept(view: KnowledgeGraphView) -> None:
+    before = view.plot.object
+
+    def down(**query: object) -> dict:
+        raise ConnectionError("the server is down")
+
+    view.client.graph = down
+    view.refresh()
+    assert view.status.object.startswith("**The graph could not be read:** the server is down")
+    assert view.plot.object is before
+
+
 def test_details_markdown_of_a_fact() -> None:
     node = {"name": "me", "kind": "person", "retention": 0.5, "mention_count": 2, "recalls": 1, "stability": 1.5,
             "created_at": "2024-06-01T00:00:00.000Z", "last_seen": "2024-06-02T00:00:00.000Z", "aliases": [],
