@@ -26,7 +26,9 @@ changes. In a notebook: ``pn.extension("plotly")``, then
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import sys
 import threading
 from datetime import UTC, datetime
@@ -48,6 +50,15 @@ WEIGHT_BINS = [(0.0, 0.5, 0.5, 0.18), (0.5, 0.75, 1.0, 0.28), (0.75, 0.95, 1.6, 
 LABELS = 25  # the most mentioned nodes shown with their names
 EDGE_COLOUR = "rgba(110,110,130,{})"
 COLOURS = "YlGnBu"  # retention: pale yellow (fading) to dark blue (fresh), readable on white
+
+
+def plain(text: str) -> str:
+    """User content (names, relations, memory summaries) as literal text in Markdown or plotly's HTML
+    subset: no tag, link or emphasis a memory could smuggle in."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=True))
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
 def marker_sizes(mentions: np.ndarray) -> np.ndarray:
@@ -90,13 +101,13 @@ def build_figure(data: dict[str, Any], pos: np.ndarray, center: str | None = Non
     weight = np.array([e["weight"] for e in edges], dtype=np.float64)
     mentions = np.array([n["mention_count"] for n in nodes], dtype=np.float64)
     retention = np.array([n["retention"] for n in nodes], dtype=np.float64)
-    names = [n["name"] for n in nodes]
+    names = [html.escape(n["name"]) for n in nodes]
     fig = go.Figure(edge_traces(pos, src, dst, weight))
     fig.add_trace(go.Scattergl(
         x=pos[:, 0] if len(nodes) else [], y=pos[:, 1] if len(nodes) else [], mode="markers", name="nodes",
         customdata=[n["id"] for n in nodes], text=names,
-        hovertext=[f"<b>{n['name']}</b> ({n['kind']})<br>retention {n['retention']:.2f} · "
-                   f"{n['mention_count']} mentions" for n in nodes],
+        hovertext=[f"<b>{name}</b> ({n['kind']})<br>retention {n['retention']:.2f} · "
+                   f"{n['mention_count']} mentions" for name, n in zip(names, nodes, strict=True)],
         hoverinfo="text", showlegend=False,
         marker={"size": marker_sizes(mentions), "color": retention, "cmin": 0.0, "cmax": 1.0,
                 "colorscale": COLOURS, "line": {"width": 0.6, "color": "rgba(40,40,60,0.6)"}, "opacity": 0.9,
@@ -128,22 +139,23 @@ def build_figure(data: dict[str, Any], pos: np.ndarray, center: str | None = Non
 
 def details_markdown(node: dict[str, Any]) -> str:
     """The details pane: the node, its facts and its source memories."""
-    lines = [f"### {node['name']}", f"*{node['kind']}* · retention **{node['retention']:.2f}** · "
+    name = plain(node["name"])
+    lines = [f"### {name}", f"*{node['kind']}* · retention **{node['retention']:.2f}** · "
              f"{node['mention_count']} mentions · {node['recalls']} recalls · stability {node['stability']:g} d",
              f"first seen {node['created_at']}, last seen {node['last_seen']}"]
     if node.get("aliases"):
-        lines.append("aliases: " + ", ".join(node["aliases"]))
+        lines.append("aliases: " + ", ".join(plain(a) for a in node["aliases"]))
     lines.append("\n#### Facts")
     for f in node.get("facts", [])[:50]:
-        arrow = f"{node['name']} —{f['relation']}→ {f['other_name']}" if f["direction"] == "out" else \
-            f"{f['other_name']} —{f['relation']}→ {node['name']}"
+        relation, other = plain(f["relation"]), plain(f["other_name"])
+        arrow = f"{name} —{relation}→ {other}" if f["direction"] == "out" else f"{other} —{relation}→ {name}"
         state = f" ~~invalid since {f['invalid_at']}~~" if f["invalid_at"] else ""
         lines.append(f"- {arrow} (weight {f['weight']:.2f}){state}")
     if not node.get("facts"):
         lines.append("none")
     lines.append("\n#### Sources")
-    for s in node.get("sources", []):
-        lines.append(f"- {s['created_at'][:10]}: {s['summary']}")
+    for src in node.get("sources", []):
+        lines.append(f"- {src['created_at'][:10]}: {plain(src['summary'])}")
     if node.get("sources_truncated"):
         lines.append(f"- … {node['sources_total'] - len(node['sources'])} more")
     return "\n".join(lines)
@@ -174,7 +186,7 @@ class KnowledgeGraphView(pn.viewable.Viewer):
         self.search_box = pn.widgets.TextInput(label="Centre on an entity", placeholder="a name, then Enter")
         self.search_box.param.watch(lambda e: self.find(e.new), "value")
         self.clear_button = pn.widgets.Button(label="Show the whole graph", color="primary", variant="outline")
-        self.clear_button.on_click(lambda _: self.param.update(center=None))
+        self.clear_button.on_click(self._show_all)
         self.timeline = pn.widgets.DatetimeSlider(label="As of", start=datetime(2000, 1, 1), end=datetime.now(),
                                                   value=datetime.now(), step=1000)
         self.timeline.param.watch(self._timeline_moved, "value_throttled")
@@ -208,7 +220,7 @@ class KnowledgeGraphView(pn.viewable.Viewer):
             return
         self.plot.object = self.figure()
         self._update_timeline()
-        centre = next((n["name"] for n in self.data["nodes"] if n["id"] == self.center), None)
+        centre = next((plain(n["name"]) for n in self.data["nodes"] if n["id"] == self.center), None)
         self.status.object = f"Centred on **{centre}** ({self.depth} hop{'s' if self.depth > 1 else ''})" \
             if centre else ""
 
@@ -234,13 +246,21 @@ class KnowledgeGraphView(pn.viewable.Viewer):
         """Centre on the best match of ``text`` (None: nothing matched, the view is unchanged)."""
         if not text.strip():
             return None
-        hits = self.client.search(text.strip(), 1)
+        try:
+            hits = self.client.search(text.strip(), 1)
+        except Exception as exc:  # the server unreachable
+            self.status.object = f"**The search failed:** {plain(str(exc))}"
+            return None
         if not hits:
-            self.status.object = f"No entity matches *{text}*."
+            self.status.object = f"No entity matches *{plain(text)}*."
             return None
         self.center = hits[0]["id"]
         self.select(hits[0]["id"])
         return self.center
+
+    def _show_all(self, _event: object = None) -> None:
+        self.search_box.value = ""  # the same name entered again centres again
+        self.center = None
 
     def select(self, node_id: str) -> None:
         self.selected = node_id

@@ -153,6 +153,20 @@ def test_a_new_memory_appears_after_the_debounced_refresh(view: KnowledgeGraphVi
     assert all(after[n] == p for n, p in positions.items())  # the others did not move
 
 
+def test_user_content_is_shown_as_text() -> None:
+    node = {"name": "<img src=x onerror=alert(1)>", "kind": "thing", "retention": 1.0, "mention_count": 1,
+            "recalls": 0, "stability": 1.0, "created_at": "2024-06-01T00:00:00.000Z",
+            "last_seen": "2024-06-01T00:00:00.000Z", "aliases": ["**bold**"], "facts": [],
+            "sources": [{"created_at": "2024-06-01T00:00:00.000Z", "summary": "[click](javascript:alert(1))"}]}
+    text = details_markdown(node)
+    assert "<img" not in text and "&lt;img src=x onerror=alert\\(1\\)&gt;" in text
+    assert "\\*\\*bold\\*\\*" in text and "\\[click\\]\\(javascript:alert\\(1\\)\\)" in text
+    data = {"nodes": [node | {"id": "n"}], "edges": [], "total_nodes": 1, "returned_nodes": 1, "returned_edges": 0,
+            "truncated": False, "as_of": "2024-06-01T00:00:00.000Z"}
+    fig = build_figure(data, np.zeros((1, 2)))
+    assert "<img" not in fig.data[0].hovertext[0] and "<img" not in fig.layout.annotations[0].text
+
+
 def test_an_unreadable_graph_is_reported_and_the_plot_kept(view: KnowledgeGraphView) -> None:
     before = view.plot.object
 
@@ -173,7 +187,7 @@ def test_details_markdown_of_a_fact() -> None:
             "sources": [{"created_at": "2024-06-01T00:00:00.000Z", "summary": "I live in Berlin"}],
             "sources_total": 3, "sources_truncated": True}
     text = details_markdown(node)
-    assert "me —lives_in→ Berlin" in text and "~~invalid since 2024-06-10" in text
+    assert "me —lives\\_in→ Berlin" in text and "~~invalid since 2024-06-10" in text
     assert "2024-06-01: I live in Berlin" in text and "… 2 more" in text
 
 
