@@ -6,13 +6,14 @@ the edge weight) with the repulsion approximated on a grid: nodes are binned int
 cell-to-cell sum, O(cells⁴) instead of O(n²)) and by the rest of its own cell; a linear gravity keeps
 isolated nodes and small components in view. Vectorised numpy, no dependency.
 
-Why not a library (measured on a 5,000-node / ~20,000-edge graph, 2 shared cores, see
-``benchmarks/graph_dashboard.py``): ``networkx.spring_layout`` 83 s (50 iterations; 29 s with 15),
-``networkx.forceatlas2_layout`` 34 s (20 iterations), ``rustworkx.spring_layout`` 11 s, igraph's
-grid Fruchterman-Reingold 0.5 s but igraph is GPL (this project is MIT), ``networkx.spectral_layout``
-0.4 s but it piles disconnected components onto each other. This one: 0.7-0.8 s for 100 iterations
-on a 24 × 24 grid (3 s on 32 × 32, no better to the eye; 16 × 16 leaves clumps). The grid moves by a
-random fraction of a cell at each iteration, so no lattice shows.
+Why not a library (a 5,000-node / ~20,000-edge graph on the 2 shared cores of the build machine;
+``benchmarks/graph_dashboard.py --compare``; two runs, the second under heavy load):
+``networkx.spring_layout`` 29 s / 45 s with 15 iterations (83 s with its default 50),
+``networkx.forceatlas2_layout`` 34 s / 57 s with 20 iterations, ``networkx.spectral_layout`` 0.4 s /
+3.9 s but it piles disconnected components onto each other, ``rustworkx.spring_layout`` 11 s (50
+iterations), igraph's grid Fruchterman-Reingold 0.5 s but igraph is GPL (this project is MIT). This
+one, 100 iterations on a 24 × 24 grid: 0.75 s / 1.6 s (32 × 32 took 3 s and looked no better; 16 × 16
+leaves clumps). The grid moves by a random fraction of a cell at each iteration, so no lattice shows.
 
 :class:`PositionCache` keeps each node's position by id: a new node starts at the mean of its placed
 neighbours (plus a little jitter), or near the centre when it has none, and only the new nodes move
