@@ -40,6 +40,7 @@ import param
 import plotly.graph_objects as go
 
 from assistant.clock import epoch_of
+from assistant.graph.build import open_read_only_graph
 from assistant.graph.service import KnowledgeGraph
 from assistant.graph.types import NodeKind
 from dashboards.graph_client import GraphClient, HttpGraphClient, LiveEvent, LocalGraphClient
@@ -306,41 +307,14 @@ def _naive(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
-class _NoExtraction:
-    """The extractor of the dashboard's read-only graph: it never ingests (the API server does)."""
-
-    id = "none"
-
-    def extract(self, passages: list) -> list:
-        raise RuntimeError("the dashboard's knowledge graph is read-only")
-
-
 def served_graph(config: str | None) -> tuple[KnowledgeGraph, str]:
-    """A read-only graph over the configured data directory, and the user to show.
-
-    Only the SQLite database, the key and the embedder (for search) are opened, not every service:
-    the API server may hold the analytics database's lock. The graph is not a memory listener;
-    what the server writes arrives through the stored event log (``poll_secs``)."""
+    """A read-only graph over the configured data directory (:func:`open_read_only_graph`), and the
+    user to show: ``ASSISTANT_DASHBOARD_USER``, else the installation's owner."""
     from assistant.config import Settings
-    from assistant.embeddings.base import create_embedder
-    from assistant.errors import ConfigError
-    from assistant.memory.store import MemoryStore
     from assistant.security import KeyStore
-    from assistant.services import DB_FILE, key_path
-    from assistant.storage.db import Database
-    from assistant.storage.memory_key import open_store_sealer
 
-    settings = Settings.load(config)
-    mem = settings.memory
-    if not (mem.enabled and settings.knowledge_graph.enabled):
-        raise ConfigError("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory off)")
-    db = Database(settings.data_dir / DB_FILE)
-    sealer = open_store_sealer(db, key_path(settings), enabled=mem.enable_encryption)
-    base_url = settings.inference.base_url if mem.embedding_backend == "ollama" else None
-    memory = MemoryStore(db, sealer, create_embedder(mem, base_url), mem)
-    graph = KnowledgeGraph(db, sealer, memory, _NoExtraction(), settings.knowledge_graph, mem,
-                           settings.knowledge_visualization)
-    user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(KeyStore(db).owner_user_id())
+    graph = open_read_only_graph(Settings.load(config))
+    user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(KeyStore(graph.db).owner_user_id())
     return graph, user
 
 
