@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,8 @@ from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder, create_embedder
+from assistant.graph.build import build_graph
+from assistant.graph.service import KnowledgeGraph
 from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
 from assistant.health import (
     NOT_CONFIGURED,
@@ -36,7 +39,7 @@ from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
-from assistant.observability.metrics import Metrics
+from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.ratelimit import RateLimiter
 from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
@@ -79,6 +82,7 @@ class Services:
     catalog: CommandCatalog | None = None
     profiles: ProfileStore | None = None
     snippets: SnippetStore | None = None
+    graph: KnowledgeGraph | None = None  # while [knowledge_graph] enabled and the memory store on
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
@@ -156,7 +160,8 @@ class Services:
 
         if self.scheduler is None:
             reminders = self.tools.backends.get("reminders") if self.tools is not None else None
-            self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs)
+            self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs,
+                                             self.graph)
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
             self.metrics.voice_dropped = self.voice.dropped
@@ -168,6 +173,8 @@ class Services:
     def close(self) -> None:
         if self.voice is not None:
             self.voice.stop()
+        if self.graph is not None:
+            self.graph.close()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
         self.queue.close()
@@ -259,9 +266,12 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         catalog=catalog,
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
+        graph=build_graph(settings, db, sealer, memory, queue),
         voice=build_voice(settings, db, sealer=sealer),
         breakers=breakers,
     )
+    if services.graph is not None:
+        metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service

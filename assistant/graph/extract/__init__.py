@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from assistant.config import InferenceSettings, KnowledgeGraphSettings
+from assistant.config import InferenceSettings, KnowledgeGraphSettings, Settings
 from assistant.errors import ConfigError, ServiceUnavailableError
 from assistant.graph.extract.common import Counters
 from assistant.graph.types import Extraction, Extractor, Passage
@@ -80,17 +80,22 @@ def get_factory(extractor_id: str) -> Factory:
     return getattr(import_module(module), name)
 
 
-def create_extractor(settings: KnowledgeGraphSettings, inference: InferenceSettings,
-                     queue: Any = None) -> Extractor:
-    """The configured extractor. ``queue`` is the :class:`~assistant.llm.queue.InferenceQueue`
-    (``llm`` needs it; ``auto`` without one is ``rules``)."""
-    extractor_id = resolve_id(settings, inference)
+def create_extractor(settings: Settings, queue: Any = None) -> tuple[Extractor, Extractor | None]:
+    """The configured extractor and the one that takes a batch it fails on (None for ``rules``).
+    ``queue`` is the :class:`~assistant.llm.queue.InferenceQueue` (``llm`` needs it; ``auto``
+    without one is ``rules``).
+
+    ``llm`` is a :class:`FallbackExtractor` that already hands a batch to its ``rules`` while the
+    engine is unavailable (counting ``fallbacks``); that same ``rules`` extractor is returned as the
+    fallback, for any other error of the primary and so that its counters are reported."""
+    graph, inference = settings.knowledge_graph, settings.inference
+    extractor_id = resolve_id(graph, inference)
     if extractor_id == "llm" and queue is None:
-        if settings.extractor.strip().lower() == AUTO:
-            extractor_id = "rules"
-        else:
+        if graph.extractor.strip().lower() != AUTO:
             raise ConfigError("the 'llm' knowledge-graph extractor needs the inference engine")
-    return get_factory(extractor_id)(ExtractorDeps(settings, inference, queue))
+        extractor_id = "rules"
+    extractor = get_factory(extractor_id)(ExtractorDeps(graph, inference, queue))
+    return extractor, getattr(extractor, "fallback", None)
 
 
 def create_rules(deps: ExtractorDeps) -> Extractor:
@@ -113,7 +118,8 @@ def create_llm(deps: ExtractorDeps) -> Extractor:
 class FallbackExtractor(Counters):
     """``primary`` first; a batch it cannot do because its backend is unavailable (it raised
     :class:`ServiceUnavailableError`: engine down, circuit open, timed out) goes to ``fallback``,
-    and ``fallbacks`` counts such batches. ``failures`` is both extractors' skipped passages."""
+    and ``fallbacks`` counts such batches. ``failures`` is the primary's skipped passages (the
+    fallback counts its own)."""
 
     counter_names = (*Counters.counter_names, "fallbacks")
 
@@ -137,7 +143,7 @@ class FallbackExtractor(Counters):
                                 self.primary.id, exc.message, len(batch), self.fallback.id)
                     self._count("fallbacks")
                     out += self.fallback.extract(batch)
-            self.failures = sum(getattr(e, "failures", 0) for e in (self.primary, self.fallback))
+            self.failures = getattr(self.primary, "failures", 0)
         return out
 
     def bind_loop(self, loop: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assistant.config import InferenceSettings, KnowledgeGraphSettings
+from assistant.config import InferenceSettings, KnowledgeGraphSettings, Settings
 from assistant.errors import ConfigError
 from assistant.graph.extract import (
     FallbackExtractor,
@@ -31,6 +31,10 @@ def kg(**values) -> KnowledgeGraphSettings:
     return KnowledgeGraphSettings(**values)
 
 
+def settings(backend: str = "llama-cpp", **graph) -> Settings:
+    return Settings(inference=InferenceSettings(backend=backend), knowledge_graph=kg(**graph))
+
+
 @pytest.mark.parametrize(("backend", "expected"), [
     ("llama-cpp", "llm"), ("ollama", "llm"), ("openai", "llm"), ("scripted", "rules"),
 ])
@@ -44,22 +48,23 @@ def test_known_ids() -> None:
 
 def test_unknown_id_is_a_config_error_naming_the_known_ones() -> None:
     with pytest.raises(ConfigError) as caught:
-        create_extractor(kg(extractor="spacy"), InferenceSettings())
+        create_extractor(settings(extractor="spacy"))
     assert "spacy" in caught.value.message
     for known in ("auto", "llm", "rules"):
         assert known in caught.value.message
 
 
 def test_rules(queue) -> None:
-    extractor = create_extractor(kg(extractor="rules"), InferenceSettings(), queue)
-    assert isinstance(extractor, RulesExtractor) and isinstance(extractor, Extractor)
+    extractor, fallback = create_extractor(settings(extractor="rules"), queue)
+    assert isinstance(extractor, RulesExtractor) and isinstance(extractor, Extractor) and fallback is None
     assert extractor.id == "rules"
 
 
 def test_llm_is_the_engine_with_the_rules_as_fallback(queue) -> None:
-    settings = kg(extractor="LLM", batch_size=4, llm_max_tokens=200)
-    extractor = create_extractor(settings, InferenceSettings(backend="scripted"), queue)
+    extractor, fallback = create_extractor(settings("scripted", extractor="LLM", batch_size=4, llm_max_tokens=200),
+                                           queue)
     assert isinstance(extractor, FallbackExtractor) and isinstance(extractor, Extractor)
+    assert fallback is extractor.fallback  # reported with its own counters
     assert extractor.id == "llm"
     assert isinstance(extractor.primary, LlmExtractor) and isinstance(extractor.fallback, RulesExtractor)
     assert extractor.primary.batch_size == 4 and extractor.primary.max_tokens_per_passage == 200
@@ -69,9 +74,10 @@ def test_llm_is_the_engine_with_the_rules_as_fallback(queue) -> None:
 
 
 def test_auto_without_an_engine_is_rules_and_llm_without_one_is_an_error() -> None:
-    assert isinstance(create_extractor(kg(), InferenceSettings(backend="llama-cpp"), None), RulesExtractor)
+    extractor, fallback = create_extractor(settings("llama-cpp"), None)
+    assert isinstance(extractor, RulesExtractor) and fallback is None
     with pytest.raises(ConfigError, match="inference engine"):
-        create_extractor(kg(extractor="llm"), InferenceSettings(), None)
+        create_extractor(settings(extractor="llm"), None)
 
 
 def test_register_another_extractor(monkeypatch) -> None:
@@ -79,5 +85,5 @@ def test_register_another_extractor(monkeypatch) -> None:
 
     monkeypatch.setitem(extract._EXTRACTORS, "mine", "assistant.graph.extract:create_rules")
     assert "mine" in extractor_ids()
-    assert isinstance(create_extractor(kg(extractor="mine"), InferenceSettings()), RulesExtractor)
+    assert isinstance(create_extractor(settings(extractor="mine"))[0], RulesExtractor)
     register_extractor("mine", "assistant.graph.extract:create_rules")  # idempotent
