@@ -106,6 +106,8 @@ def create_app(services: Services) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if services.voice is not None:  # the voice pipeline's chat calls run on this loop
             services.voice.bind_loop(asyncio.get_running_loop())
+        if services.graph is not None:  # the llm extractor's engine calls too (one loop owns the queue)
+            services.graph.bind_loop(asyncio.get_running_loop())
         yield
 
     app = FastAPI(

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -194,12 +194,21 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
             time.sleep(0.02)
         return True
 
+    def bind_loop(self, loop: Any) -> None:
+        """The server's event loop: an extractor that calls the engine sends its calls there."""
+        for extractor in (self.extractor, self.fallback):
+            if hasattr(extractor, "bind_loop"):
+                extractor.bind_loop(loop)
+
     def close(self) -> None:
         with self._worker_lock:
             worker = self._worker
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join(timeout=30)
+        for extractor in (self.extractor, self.fallback):
+            if hasattr(extractor, "close"):
+                extractor.close()
 
     # --- ingestion -------------------------------------------------------------------------------
 
@@ -381,7 +390,7 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
         report.edges_created += 1
         report.events.append(self.events.append(db, user, GraphEventType.EDGE_CREATED, {
             "id": edge_id, "source": subject, "target": obj, "relation": relation, "weight": base}))
-        if relation in self.functional:
+        if relation in self.functional or relation.startswith("favourite_"):
             self._contradict(db, user, edge_id, subject, relation, obj, when, report)
 
     def _contradict(self, db: Database, user: str, edge_id: str, subject: str, relation: str, obj: str,

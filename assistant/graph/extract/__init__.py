@@ -5,8 +5,11 @@ registry: a stable id -> a factory, chosen by ``[knowledge_graph] extractor``.
   fact patterns, co-occurrence edges.
 - ``llm`` (:mod:`.llm`): the configured engine with a JSON schema, batched; built as a
   :class:`FallbackExtractor` whose batches go to ``rules`` while the engine is unavailable.
-- ``auto`` (the default): ``llm`` when the inference backend is a real engine
-  (:data:`REAL_ENGINES`), else ``rules``.
+- ``auto`` (the default): ``llm`` when the inference backend is an engine server of its own
+  (:data:`LLM_ENGINES`: Ollama, an OpenAI-compatible server), else ``rules``. Not the embedded
+  llama.cpp model: measured on two cores (benchmarks/graph_extraction.py), the packaged 0.5B model
+  extracted 0.016 passages/s with few usable facts, and each batch holds the one engine for minutes,
+  so chat would wait behind the graph; ``extractor = "llm"`` still chooses it explicitly.
 
 Every extractor counts ``calls``, ``passages``, ``failures`` and ``seconds`` (``counters()``), which
 the graph exports as metrics; the fallback adds ``fallbacks``.
@@ -28,7 +31,7 @@ from assistant.graph.types import Extraction, Extractor, Passage
 log = logging.getLogger("assistant.graph")
 
 AUTO = "auto"
-REAL_ENGINES = frozenset({"llama-cpp", "ollama", "openai"})  # inference backends "auto" extracts with
+LLM_ENGINES = frozenset({"ollama", "openai"})  # inference backends "auto" extracts with (see above)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def resolve_id(settings: KnowledgeGraphSettings, inference: InferenceSettings) -
     """The extractor ``settings.extractor`` names, with ``auto`` resolved."""
     wanted = settings.extractor.strip().lower()
     if wanted == AUTO:
-        return "llm" if inference.backend in REAL_ENGINES else "rules"
+        return "llm" if inference.backend in LLM_ENGINES else "rules"
     if wanted not in _EXTRACTORS:
         raise ConfigError(f"unknown knowledge-graph extractor {settings.extractor!r}; "
                           f"known extractors: {', '.join([AUTO, *extractor_ids()])}")

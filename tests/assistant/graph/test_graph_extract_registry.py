@@ -36,9 +36,9 @@ def settings(backend: str = "llama-cpp", **graph) -> Settings:
 
 
 @pytest.mark.parametrize(("backend", "expected"), [
-    ("llama-cpp", "llm"), ("ollama", "llm"), ("openai", "llm"), ("scripted", "rules"),
+    ("llama-cpp", "rules"), ("ollama", "llm"), ("openai", "llm"), ("scripted", "rules"),
 ])
-def test_auto_is_llm_for_a_real_engine(backend: str, expected: str) -> None:
+def test_auto_is_llm_for_an_engine_server_and_rules_for_the_embedded_model(backend: str, expected: str) -> None:
     assert resolve_id(kg(extractor="auto"), InferenceSettings(backend=backend)) == expected
 
 
