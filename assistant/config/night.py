@@ -24,6 +24,9 @@ class KnowledgeGraphSettings(Section):
         "lives_in", "works_at", "works_as", "job", "married_to", "partner_of", "age", "born_in", "birthday",
         "name", "favourite", "studies_at", "owns_car",
     ])  # and every favourite_<what> (favourite_colour, ...)
+    # Stability stops growing here (days): a name mentioned in 100 memories would otherwise reach
+    # 1.5^100 days (and overflow after ~1,750 recalls). 3,650: R stays above 0.9 for a year.
+    max_stability_days: float = Field(3650.0, gt=0.0)
     max_hops: int = Field(2, ge=1, le=3)  # graph-aware retrieval: hops from the query's entities
     event_retention: int = Field(10_000, ge=100, le=1_000_000)  # stored events per user (SSE resume)
     sweep_interval_minutes: int = Field(60, ge=1, le=1440)  # NodeDecayed sweep

@@ -313,7 +313,9 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
         if key in cache:
             return cache[key]
         found = self.store.find_by_name(user, [entity.name]).get(key)
-        if found is None and (vector := self._vector(entity.name)) is not None:
+        # dates and numbers are never "similar": 27 June and 3 July embed close together
+        fuzzy = entity.kind is not NodeKind.DATE and not any(c.isdigit() for c in entity.name)
+        if found is None and fuzzy and (vector := self._vector(entity.name)) is not None:
             ids, matrix = self.views.embeddings(user)
             if matrix is not None and len(ids):
                 sims = matrix @ vector
@@ -363,14 +365,15 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
             self._add_fact(db, user, subject, normalise_relation(fact.relation), obj, memory.id, when, report)
 
     def _strengthen(self, db: Database, table: str, ids: Sequence[str], when: float) -> None:
-        """A recall: stability x recall_bonus, recalls + 1, the forgetting clock restarted."""
+        """A recall: stability x recall_bonus (at most ``max_stability_days``), recalls + 1, the
+        forgetting clock restarted."""
         if not ids:
             return
         marks = ",".join("?" * len(ids))
         decayed = ", decayed_ts = NULL" if table == "kg_nodes" else ""
-        db.execute(f"UPDATE {table} SET recalls = recalls + 1, stability = stability * ?, "
+        db.execute(f"UPDATE {table} SET recalls = recalls + 1, stability = min(stability * ?, ?), "
                    f"last_seen_ts = max(last_seen_ts, ?){decayed} WHERE id IN ({marks})",
-                   (self.recall_bonus, when, *ids))
+                   (self.recall_bonus, self.settings.max_stability_days, when, *ids))
 
     def _add_fact(self, db: Database, user: str, subject: str, relation: str, obj: str, memory_id: str,
                   when: float, report: IngestReport) -> None:

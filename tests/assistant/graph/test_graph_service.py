@@ -406,3 +406,16 @@ def test_retrieval_helpers_mentions_and_neighbours(make_graph, extractor: Script
     assert one == {ids["A"]: 1.0, ids["B"]: 1.0}
     two = graph.neighbours(ALICE, {ids["A"]: 1.0}, hops=2)
     assert two[ids["C"]] == pytest.approx(0.5)  # 1.0 x 1.0 (knows) x 0.5 (co-occurrence weight)
+
+
+def test_stability_is_capped_and_dates_never_resolve_by_embedding(make_graph, extractor: ScriptedExtractor) -> None:
+    graph = make_graph(max_stability_days=2.0, resolution_threshold=0.0)
+    extractor.scripts["day"] = Extraction((Entity("27 June 2023", NodeKind.DATE),))
+    extractor.scripts["other"] = Extraction((Entity("3 July 2023", NodeKind.DATE),))
+    for _ in range(3):
+        graph.memory.add(ALICE, "day")
+    graph.memory.add(ALICE, "other")
+    graph.wait_idle()
+    nodes = ids_by_name(graph)
+    assert set(nodes) == {"27 June 2023", "3 July 2023"}  # any cosine >= 0.0 would have merged them
+    assert nodes["27 June 2023"]["stability"] == 2.0 and nodes["27 June 2023"]["recalls"] == 2
