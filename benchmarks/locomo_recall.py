@@ -16,6 +16,15 @@ memories); ``--context 0`` turns the neighbour context off; ``--dense-weight``/`
 and ``--bm25-b``/``--bm25-k1`` change the fusion and BM25 parameters.
 
 Takes about two minutes on two cores (embedding ~2,800 turns dominates).
+
+Leave-conversations-out cross-validation (``--cv``; :mod:`assistant.memory.crossval`): every
+conversation is stored and embedded once; each method (``--methods``, see
+``benchmarks/locomo_methods.py``) ranks every question once per point of its parameter grid; for each
+of the 10 splits of the 5 conversations into 3 to tune on and 2 held out, the best point on the 3
+is measured on the 2. Printed: R@5 per category and overall, averaged over the held-out sides, and
+(for comparison) the best point tuned on all five.
+
+    .venv/bin/python benchmarks/locomo_recall.py --cv [--methods hybrid,rrf] [--json]
 """
 
 from __future__ import annotations
@@ -36,10 +45,12 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from assistant.config import MemorySettings  # noqa: E402
 from assistant.crypto import open_sealer  # noqa: E402
+from assistant.embeddings.hashing import HashingEmbedder  # noqa: E402
 from assistant.embeddings.sentence_transformers import SentenceTransformerEmbedder  # noqa: E402
-from assistant.memory import evaluation  # noqa: E402
+from assistant.memory import crossval, evaluation  # noqa: E402
 from assistant.memory.store import HybridWeights, MemoryStore  # noqa: E402
 from assistant.storage.db import Database  # noqa: E402
+from benchmarks import locomo_methods  # noqa: E402
 
 TARGET = 0.65
 CATEGORIES = (1, 2, 3, 4)
@@ -59,11 +70,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="weight of the neighbouring memories in the hybrid ranking (0: off)")
     parser.add_argument("--bm25-k1", type=float, default=None)
     parser.add_argument("--bm25-b", type=float, default=None)
+    parser.add_argument("--cv", action="store_true",
+                        help="leave-conversations-out cross-validation of --methods (tune on --tune, report the rest)")
+    parser.add_argument("--methods", default=",".join(locomo_methods.DEFAULT_METHODS),
+                        help=f"with --cv: comma-separated, of {', '.join(locomo_methods.methods())}")
+    parser.add_argument("--tune", type=int, default=3, help="with --cv: conversations to tune on per split")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
+                        help="hashing: no model, for a quick test of the harness only")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     conversations = evaluation.load(args.data, conversations=args.conversations)
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder() if args.embedder == "minilm" else HashingEmbedder(384)
     settings = MemorySettings()
     hybrid = dataclasses.replace(defaults, dense=args.dense_weight, keyword=args.keyword_weight, context=args.context)
     workdir = tempfile.TemporaryDirectory(prefix="locomo-recall-")
@@ -84,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     questions = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES and q.evidence)
     print(f"LoCoMo: {len(conversations)} conversation(s), {turns} turns stored as memories, "
           f"{questions} questions (categories 1-4)", flush=True)
+    if args.cv:
+        try:
+            return run_cv(args, conversations, store_factory, started)
+        finally:
+            for db in opened:
+                db.close()
+            workdir.cleanup()
     try:
         table = evaluation.evaluate(
             store_factory, conversations, categories=CATEGORIES,
@@ -127,6 +152,47 @@ def main(argv: list[str] | None = None) -> int:
             "target": TARGET,
             "met": met,
             "seconds": round(elapsed, 1),
+        }))
+    return 0
+
+
+def run_cv(args: argparse.Namespace, conversations: list, store_factory, started: float) -> int:  # noqa: ANN001
+    """``--cv``: store each conversation once, score every method's grid, cross-validate, print."""
+    available = locomo_methods.methods()
+    names = [n.strip() for n in args.methods.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in available]:
+        print(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(available)}", file=sys.stderr)
+        return 2
+    if len(conversations) <= args.tune:
+        print(f"--cv needs more than --tune {args.tune} conversations", file=sys.stderr)
+        return 2
+    text = partial(evaluation.memory_text, dated=not args.undated)
+    prepared = [evaluation.prepare(store_factory(), c, categories=CATEGORIES, text=text,
+                                   sessions_as_conversations=not args.no_sessions)
+                for c in tqdm(conversations, desc="storing", unit="conv")]
+    results = []
+    for name in names:
+        method = available[name]()
+        rows = crossval.score_grid(prepared, method, progress=partial(tqdm, desc=f"{name} ({len(method.grid)} points)",
+                                                                      unit="conv"))
+        results.append(crossval.cross_validate(rows, method, tune=args.tune, categories=CATEGORIES))
+    frame = crossval.table(results)
+    splits = len(results[0].chosen) if results else 0
+    print(f"\nR@5, leave-conversations-out: tuned on {args.tune}, measured on {len(prepared) - args.tune}, "
+          f"averaged over {splits} splits (and tuned on all {len(prepared)} for comparison)")
+    print(frame.round(3).to_string())
+    for res in results:
+        if len(available[res.method]().grid) > 1:
+            picks = sorted({json.dumps(dict(p), sort_keys=True) for p in res.chosen})
+            print(f"  {res.method}: chosen per split {', '.join(picks)}; best on all {dict(res.best_full)}")
+    print(f"[{time.perf_counter() - started:.0f} s]")
+    if args.json:
+        print(json.dumps({
+            "benchmark": "locomo_recall_cv", "conversations": len(prepared), "tune": args.tune, "splits": splits,
+            "methods": {r.method: {"held_out": {k: round(v, 4) for k, v in r.held_out.items()},
+                                   "tuned_on_all": {k: round(v, 4) for k, v in r.full.items()},
+                                   "chosen": [dict(p) for p in r.chosen], "best_on_all": dict(r.best_full)}
+                        for r in results},
         }))
     return 0
 

@@ -1,0 +1,57 @@
+"""The retrieval methods that ``benchmarks/locomo_recall.py --cv`` cross-validates, each with the
+grid of free parameters chosen on the tuning conversations (:mod:`assistant.memory.crossval`).
+
+A method that is not (yet) in the package is written here, over the store's public search, so it
+can be measured before it is adopted: reciprocal-rank fusion of the dense and keyword rankings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from assistant.memory.crossval import Method, configure_store, grid, store_method
+from assistant.memory.evaluation import Prepared
+from assistant.memory.records import HybridWeights
+
+POOL = 50  # the candidates a re-ranking method sees (the store's own pool for hybrid)
+
+
+def _weighted(dense: Sequence[float]) -> list[dict]:
+    """HybridWeights points with keyword = 1 - dense (only their ratio matters much)."""
+    return [{"dense": d, "keyword": round(1 - d, 2)} for d in dense]
+
+
+def hybrid_grid() -> list[dict]:
+    """The free parameters of hybrid search: the dense/keyword ratio, the neighbour context, BM25 b."""
+    return [{**w, **rest} for w in _weighted((0.5, 0.6, 0.7)) for rest in grid(context=(0.0, 0.2, 0.3, 0.4),
+                                                                                 b=(0.5, 0.75))]
+
+
+def rrf(prepared: Prepared, state, question, vector, params, k: int) -> list[str]:  # noqa: ANN001
+    """Reciprocal-rank fusion of the dense and keyword rankings (pool ``POOL`` each)."""
+    store = prepared.store
+    configure_store(store, {})
+    scores: dict[str, float] = {}
+    for mode in ("dense", "keyword"):
+        found = store.search(prepared.user, question.question, POOL, query_vector=vector, mode=mode,
+                             rank_by="similarity")
+        for rank, hit in enumerate(found):
+            scores[hit.memory.id] = scores.get(hit.memory.id, 0.0) + 1.0 / (params["rrf_k"] + rank + 1)
+    return sorted(scores, key=lambda m: -scores[m])[:k]
+
+
+def methods() -> dict[str, Callable[[], Method]]:
+    """Name -> a factory of the method (factories, so that only the chosen ones are built)."""
+    defaults = HybridWeights()
+    return {
+        "dense": lambda: store_method("dense", "dense"),
+        "keyword": lambda: store_method("keyword", "keyword", grid(k1=(0.9, 1.2, 1.6), b=(0.3, 0.5, 0.75))),
+        "hybrid@defaults": lambda: store_method("hybrid@defaults", "hybrid",
+                                                [{"dense": defaults.dense, "keyword": defaults.keyword,
+                                                  "context": defaults.context}]),
+        "hybrid": lambda: store_method("hybrid", "hybrid", hybrid_grid()),
+        "rrf": lambda: Method("rrf", grid(rrf_k=(5, 10, 30, 60)), rrf),
+    }
+
+
+DEFAULT_METHODS = ("dense", "keyword", "hybrid@defaults", "hybrid")
