@@ -51,6 +51,10 @@ def methods() -> dict[str, Callable[[], Method]]:
                                                   "context": defaults.context}]),
         "hybrid": lambda: store_method("hybrid", "hybrid", hybrid_grid()),
         "rrf": lambda: Method("rrf", grid(rrf_k=(5, 10, 30, 60)), rrf),
+        # temporal grounding (assistant/memory/temporal.py) on top of the default hybrid weights
+        "temporal": lambda: store_method("temporal", "hybrid", grid(date=(0.0, 0.05, 0.1, 0.2, 0.3),
+                                                                    when=(0.0, 0.05, 0.1, 0.2))),
+        "diversity": lambda: store_method("diversity", "hybrid", grid(diversity=(0.0, 0.02, 0.05, 0.1, 0.15))),
     }
 
 

@@ -54,6 +54,13 @@ class HybridWeights:
     dense: float = 0.6
     keyword: float = 0.4
     context: float = 0.3
+    # Temporal grounding (assistant/memory/temporal.py), added to the ranking score: ``date`` when
+    # the question names a date or period and the memory's day is in it; ``when`` when the question
+    # asks when and the memory places something in time ("last week"). 0 turns each off.
+    date: float = 0.0
+    when: float = 0.0
+    # Each hit loses ``diversity`` per better-ranked hit of the same conversation (0: off).
+    diversity: float = 0.0
 
 
 DEFAULT_HYBRID = HybridWeights()
