@@ -22,17 +22,34 @@ from apscheduler.triggers.interval import IntervalTrigger
 from assistant.memory.store import MemoryStore
 
 if TYPE_CHECKING:
+    from assistant.graph.service import KnowledgeGraph
     from assistant.tools.reminders import ReminderRunner
 
 log = logging.getLogger("assistant.scheduler")
 DECAY_CRON = {"hour": 3, "minute": 0}  # daily, 03:00 local time
 REMINDER_JOB = "reminders"
+GRAPH_SWEEP_JOB = "graph-sweep"
+GRAPH_BACKFILL_JOB = "graph-backfill"
 
 
 def run_decay(memory: MemoryStore) -> None:
     report = memory.decay(collect_changes=False)
     log.info("memory decay: %d processed, %d archived by the clean-up (at or below min_importance for "
              "cleanup_after_days)", report.processed, report.cleaned_up)
+
+
+def run_graph_sweep(graph: KnowledgeGraph) -> None:
+    events = graph.sweep()
+    if events:
+        log.info("knowledge graph: %d node(s) decayed under the retention threshold", len(events))
+
+
+def run_graph_backfill(graph: KnowledgeGraph) -> None:
+    """Once at start: memories written while the graph was off (or before it existed) are extracted."""
+    users = [r["user_id"] for r in graph.db.query("SELECT DISTINCT user_id FROM memories")]
+    done = sum(graph.backfill(user).memories for user in users)
+    if done:
+        log.info("knowledge graph: backfilled %d memories of %d user(s)", done, len(users))
 
 
 def run_reminders(reminders: ReminderRunner) -> None:
@@ -42,8 +59,12 @@ def run_reminders(reminders: ReminderRunner) -> None:
 
 
 def start_scheduler(memory: MemoryStore | None, reminders: ReminderRunner | None = None,
-                    reminder_interval_secs: float = 30) -> BackgroundScheduler:
+                    reminder_interval_secs: float = 30, graph: KnowledgeGraph | None = None) -> BackgroundScheduler:
     scheduler = BackgroundScheduler(daemon=True)
+    if graph is not None:
+        scheduler.add_job(run_graph_sweep, IntervalTrigger(minutes=graph.settings.sweep_interval_minutes),
+                          args=[graph], id=GRAPH_SWEEP_JOB, coalesce=True, max_instances=1)
+        scheduler.add_job(run_graph_backfill, args=[graph], id=GRAPH_BACKFILL_JOB, max_instances=1)  # now, once
     if memory is not None:
         scheduler.add_job(run_decay, CronTrigger(**DECAY_CRON), args=[memory], id="memory-decay",
                           coalesce=True, max_instances=1, misfire_grace_time=3600)

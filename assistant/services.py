@@ -21,6 +21,8 @@ from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder, create_embedder
+from assistant.graph.build import build_graph
+from assistant.graph.service import KnowledgeGraph
 from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
 from assistant.health import (
     NOT_CONFIGURED,
@@ -79,6 +81,7 @@ class Services:
     catalog: CommandCatalog | None = None
     profiles: ProfileStore | None = None
     snippets: SnippetStore | None = None
+    graph: KnowledgeGraph | None = None  # while [knowledge_graph] enabled and the memory store on
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
@@ -156,7 +159,8 @@ class Services:
 
         if self.scheduler is None:
             reminders = self.tools.backends.get("reminders") if self.tools is not None else None
-            self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs)
+            self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs,
+                                             self.graph)
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
             self.metrics.voice_dropped = self.voice.dropped
@@ -168,6 +172,8 @@ class Services:
     def close(self) -> None:
         if self.voice is not None:
             self.voice.stop()
+        if self.graph is not None:
+            self.graph.close()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
         self.queue.close()
@@ -259,6 +265,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         catalog=catalog,
         profiles=profiles,
         snippets=SnippetStore(db, sealer),
+        graph=build_graph(settings, db, sealer, memory, queue),
         voice=build_voice(settings, db, sealer=sealer),
         breakers=breakers,
     )

@@ -48,8 +48,8 @@ from assistant.config.extended import (
 )
 from assistant.config.night import (
     DreamSettings,
-    KnowledgeGraphSettings,
     JournalSettings,
+    KnowledgeGraphSettings,
     NremSettings,
     RemSettings,
     SanitationSettings,

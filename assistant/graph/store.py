@@ -184,15 +184,16 @@ class GraphStore:
             (str(user_id), subject_id, self.relation_token(user_id, relation), object_id))
 
     def insert_edge(self, db: Database, user_id: str, subject_id: str, relation: str, object_id: str, *,
-                    weight: float, valid_at: float, now: float, stability: float) -> str:
+                    weight: float, valid_at: float, now: float, stability: float, origin: str = "extraction") -> str:
         edge_id = str(uuid4())
         user = str(user_id)
         db.execute(
             "INSERT INTO kg_edges (id, user_id, subject_id, object_id, relation_sealed, relation_token, weight, "
-            "valid_ts, created_ts, last_seen_ts, recalls, stability) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            "valid_ts, created_ts, last_seen_ts, recalls, stability, origin) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
             (edge_id, user, subject_id, object_id,
              self._seal("kg_edges", "relation_sealed", edge_id, user, normalise_relation(relation)),
-             self.relation_token(user, relation), weight, valid_at, now, now, stability),
+             self.relation_token(user, relation), weight, valid_at, now, now, stability, origin),
         )
         return edge_id
 

@@ -145,7 +145,8 @@ def m018_knowledge_graph(db: Connection) -> None:
     (facts) extracted from memories. Names, aliases, relations and event payloads are sealed like memory
     text; ``kg_names`` holds keyed digests of normalised names and aliases (entity resolution without
     plaintext), ``kg_edges.relation_token`` the digest of the relation (contradiction checks). What a
-    memory contributed (``kg_mentions``, ``kg_edge_sources``) goes with it when it is deleted."""
+    memory contributed (``kg_mentions``, ``kg_edge_sources``) goes with it when it is deleted. An edge's
+    ``origin`` is ``extraction`` (it lives while a source memory does) or ``dream`` (made by consolidation)."""
     db.executescript(
         """
         CREATE TABLE kg_nodes (
@@ -184,7 +185,8 @@ def m018_knowledge_graph(db: Connection) -> None:
             created_ts REAL NOT NULL,
             last_seen_ts REAL NOT NULL,
             recalls INTEGER NOT NULL DEFAULT 0,
-            stability REAL NOT NULL
+            stability REAL NOT NULL,
+            origin TEXT NOT NULL DEFAULT 'extraction'
         );
         CREATE INDEX kg_edges_user ON kg_edges (user_id);
         CREATE INDEX kg_edges_subject ON kg_edges (subject_id, relation_token);

@@ -28,6 +28,8 @@ from assistant.chat.tool_runs import ToolRunStore
 from assistant.config import MemorySettings
 from assistant.crypto import SealContext, SealedValueMismatch, Sealer
 from assistant.embeddings.hashing import HashingEmbedder
+from assistant.graph.store import GraphStore
+from assistant.graph.types import NodeKind
 from assistant.llm.base import ToolCall
 from assistant.memory.store import MemoryStore
 from assistant.snippets import SnippetStore
@@ -60,6 +62,7 @@ class Stores:
         self.executions = ExecutionStore(self.db, self.sealer)
         self.approvals = ApprovalStore(self.db, self.sealer)
         self.audit = AuditLog(self.db, self.sealer)
+        self.graph = GraphStore(self.db, self.sealer)
 
 
 @pytest.fixture
@@ -159,6 +162,36 @@ def _approval_read(s: Stores, user: str, row_id: str) -> str:
     return f"{a.arguments} {a.reason} {a.result}"
 
 
+def _node(s: Stores, user: str, name: str) -> str:
+    with s.db.transaction() as db:
+        return s.graph.insert_node(db, user, name, NodeKind.THING, 0.0, 1.0)
+
+
+def _alias(s: Stores, user: str, text: str) -> str:
+    node_id = _node(s, user, f"holder {uuid4().hex[:6]}")
+    with s.db.transaction() as db:
+        s.graph.add_alias(db, s.graph.node(user, node_id), text)
+    return node_id
+
+
+def _relation(s: Stores, user: str, text: str) -> str:
+    a, b = _node(s, user, f"a {uuid4().hex[:6]}"), _node(s, user, f"b {uuid4().hex[:6]}")
+    with s.db.transaction() as db:
+        edge = s.graph.insert_edge(db, user, a, text, b, weight=1.0, valid_at=0.0, now=0.0, stability=1.0)
+    return edge
+
+
+def _graph_event(s: Stores, user: str, text: str) -> str:
+    with s.db.transaction() as db:
+        seq = s.graph.append_event(db, user, "NodeCreated", {"name": text}, 0.0, 100)
+    return f"{user}:{seq}"
+
+
+def _relation_read(s: Stores, user: str, edge_id: str) -> str:
+    subject = s.db.scalar("SELECT subject_id FROM kg_edges WHERE id = ?", (edge_id,))
+    return " ".join(e.relation for e in s.graph.edges_of(user, subject))
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -191,6 +224,10 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
     ("agentic_sub_agents", "result_sealed"): (
         _sub_result, lambda s, u, r: " ".join(str(x.result) for x in s.tasks.get(_task_of_sub(s, r), u).sub_agents)),
     ("agentic_events", "data_sealed"): (_event, lambda s, u, r: str([e.data for e in s.tasks.events(r.split(":")[0])])),
+    ("kg_nodes", "name_sealed"): (_node, lambda s, u, r: s.graph.node(u, r).name),
+    ("kg_nodes", "aliases_sealed"): (_alias, lambda s, u, r: str(s.graph.node(u, r).aliases)),
+    ("kg_edges", "relation_sealed"): (_relation, _relation_read),
+    ("kg_events", "data_sealed"): (_graph_event, lambda s, u, r: str([e[2] for e in s.graph.events(u)])),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,
