@@ -7,6 +7,7 @@ can be measured before it is adopted: reciprocal-rank fusion of the dense and ke
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from assistant.memory.crossval import Method, configure_store, grid, store_method
@@ -40,6 +41,50 @@ def rrf(prepared: Prepared, state, question, vector, params, k: int) -> list[str
     return sorted(scores, key=lambda m: -scores[m])[:k]
 
 
+def _graph_setup(prepared: Prepared):  # noqa: ANN202
+    """The knowledge graph of one stored conversation, built with the ``rules`` extractor (the
+    default without an engine) over its memories, and its expander (not attached to the store)."""
+    import importlib
+
+    from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSettings, MemorySettings
+    from assistant.graph.retrieval import GraphExpander
+    from assistant.graph.service import KnowledgeGraph
+
+    rules = importlib.import_module("assistant.graph.extract.rules").RulesExtractor()  # the extractors' branch
+    store = prepared.store
+    graph = KnowledgeGraph(store.db, store.sealer, store, rules, KnowledgeGraphSettings(),
+                           MemorySettings(), KnowledgeVisualizationSettings(), clock=store.clock)
+    graph.backfill(prepared.user)
+    return GraphExpander(graph)
+
+
+def _graph_rank(prepared: Prepared, expander, question, vector, params, k: int) -> list[str]:  # noqa: ANN001
+    from assistant.graph.retrieval import GraphRetrievalWeights
+
+    store = prepared.store
+    configure_store(store, params)
+    names = {f.name for f in dataclasses.fields(GraphRetrievalWeights)}
+    expander.weights = GraphRetrievalWeights(**{n: v for n, v in params.items() if n in names})
+    store.expander = expander
+    try:
+        found = store.search(prepared.user, question.question, k, query_vector=vector, mode="hybrid+graph",
+                             rank_by="similarity")
+    finally:
+        store.expander = None
+    return [s.memory.id for s in found]
+
+
+def graph_grid() -> list[dict]:
+    """The free parameters of the graph expander (assistant/graph/retrieval.py) on the default hybrid."""
+    return grid(graph=(0.0, 0.1, 0.2), entity=(0.0, 0.1), speaker=(0.0, 0.1, 0.2, 0.3, 0.4), hops=(1,), seed_hits=(3,))
+
+
+def temporal_graph_grid() -> list[dict]:
+    """Temporal grounding and the graph expander together."""
+    return grid(date=(0.0, 0.1, 0.2), when=(0.0, 0.1), speaker=(0.2, 0.3, 0.4), graph=(0.0, 0.1), hops=(1,),
+                seed_hits=(3,))
+
+
 def methods() -> dict[str, Callable[[], Method]]:
     """Name -> a factory of the method (factories, so that only the chosen ones are built)."""
     defaults = HybridWeights()
@@ -54,6 +99,8 @@ def methods() -> dict[str, Callable[[], Method]]:
         # temporal grounding (assistant/memory/temporal.py) on top of the default hybrid weights
         "temporal": lambda: store_method("temporal", "hybrid", grid(date=(0.0, 0.05, 0.1, 0.2, 0.3),
                                                                     when=(0.0, 0.05, 0.1, 0.2))),
+        "hybrid+graph": lambda: Method("hybrid+graph", graph_grid(), _graph_rank, _graph_setup),
+        "temporal+graph": lambda: Method("temporal+graph", temporal_graph_grid(), _graph_rank, _graph_setup),
         "diversity": lambda: store_method("diversity", "hybrid", grid(diversity=(0.0, 0.02, 0.05, 0.1, 0.15))),
     }
 
