@@ -103,9 +103,18 @@ class CrossValidation:
 
 
 def _by_category(rows: Sequence[dict], categories: Sequence[int]) -> dict[str, float]:
-    out = {f"{c} {CATEGORIES[c]}": _mean([r["recall"] for r in rows if r["category"] == c]) for c in categories}
+    """Mean recall per category that has questions here, and over all of them."""
+    out = {f"{c} {CATEGORIES[c]}": _mean(values) for c in categories
+           if (values := [r["recall"] for r in rows if r["category"] == c])}
     out["all"] = _mean([r["recall"] for r in rows])
     return out
+
+
+def _average(sides: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the splits whose side has it (a category may be missing from one)."""
+    keys = list(dict.fromkeys(k for side in sides for k in side))
+    keys = sorted(keys, key=lambda k: (k == "all", k))
+    return {k: _mean([side[k] for side in sides if k in side]) for k in keys}
 
 
 def cross_validate(rows: Sequence[dict], method: Method, *, tune: int = 3,
@@ -131,11 +140,10 @@ def cross_validate(rows: Sequence[dict], method: Method, *, tune: int = 3,
         held.append(_by_category(pooled(best, others), categories))
         tuned.append(_by_category(pooled(best, tuning), categories))
     best_all = max(points, key=lambda pt: (_mean([r["recall"] for r in pooled(pt, samples)]), -pt))
-    keys = list(held[0])
     return CrossValidation(
         method.name,
-        {key: _mean([h[key] for h in held]) for key in keys},
-        {key: _mean([t[key] for t in tuned]) for key in keys},
+        _average(held),
+        _average(tuned),
         chosen,
         _by_category(pooled(best_all, samples), categories),
         method.grid[best_all],

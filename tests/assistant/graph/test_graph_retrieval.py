@@ -142,3 +142,24 @@ def test_other_users_memories_never_come_through_the_graph(setup) -> None:  # no
     vector = memory.embedder.embed(["Riverside"])[0]
     assert {h.memory.user_id for h in expander.expand(USER, "Riverside", vector, [], 10)} == {USER}
     assert {h.memory.user_id for h in expander.expand("bob", "Riverside", vector, [], 10)} == {"bob"}
+
+
+@pytest.mark.parametrize(("retrieval", "expands"), [("hybrid", False), ("hybrid+graph", True)])
+def test_build_graph_attaches_the_expander_for_hybrid_graph(tmp_path: Path, retrieval: str, expands: bool) -> None:
+    from assistant.config import Settings
+    from assistant.graph.build import build_graph
+
+    settings = Settings(memory={"retrieval": retrieval, "embedding_backend": "hashing"},
+                        knowledge_graph={"max_hops": 1})
+    db = Database(tmp_path / "assistant.db")
+    sealer = open_sealer(db, tmp_path / "memory.key")
+    memory = MemoryStore(db, sealer, HashingEmbedder(), settings.memory)
+    graph = build_graph(settings, db, sealer, memory, None, extractor=ScriptedExtractor())  # type: ignore[arg-type]
+    try:
+        assert graph is not None and graph in memory.listeners
+        assert isinstance(memory.expander, GraphExpander) is expands
+        if expands:
+            assert memory.expander.graph is graph and memory.expander.max_hops == 1
+    finally:
+        graph.close()
+        db.close()
