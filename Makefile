@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python benchmarks/voice.py
 	$(BIN)/python benchmarks/voice_encoders.py
 	$(BIN)/python benchmarks/load.py
+	$(BIN)/python benchmarks/graph_api.py
 
 clean-venv:
 	rm -rf $(VENV)

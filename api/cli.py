@@ -1,5 +1,6 @@
 """The ``assistant`` command: serve, models install/list, keys create/list/revoke, the voice satellite
-simulator, the two voice companion services (wake word, speaker identification) and wakeword calibrate.
+simulator, the two voice companion services (wake word, speaker identification), wakeword calibrate,
+and graph backfill / stats.
 
 It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
 """
@@ -374,10 +375,12 @@ def _companion(create_app: Callable[..., object], section: object, host: str, to
 
 
 from api.cli_data import register  # noqa: E402 - backup, restore, keys rotate-memory-key
+from api.cli_graph import register as register_graph  # noqa: E402 - graph backfill, graph stats
 from api.cli_wakeword import register as register_wakeword  # noqa: E402 - wakeword calibrate
 
 register(app, keys_app)
 register_wakeword(app)
+register_graph(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

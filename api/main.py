@@ -20,6 +20,7 @@ from api.routes import (
     commands,
     docs,
     health,
+    knowledge,
     memories,
     metrics,
     snippets,
@@ -120,8 +121,10 @@ def create_app(services: Services) -> FastAPI:
     errors.install(app)
     for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router,
                    snippets.router, agent_profiles.router, catalog.router, approvals.router,
-                   agentic.router, webhooks.router, commands.router, voice.router):
+                   agentic.router, webhooks.router, commands.router, voice.router, knowledge.router):
         app.include_router(router)
+    visualization = services.settings.knowledge_visualization
+    knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)
     if openapi_url:
         docs.install(app)
     # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps JsonDepth wraps MethodCheck

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
-from assistant.observability.metrics import Metrics
+from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.ratelimit import RateLimiter
 from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
@@ -269,6 +270,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         voice=build_voice(settings, db, sealer=sealer),
         breakers=breakers,
     )
+    if services.graph is not None:
+        metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service

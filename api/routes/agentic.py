@@ -6,18 +6,16 @@ false)" while agentic mode is off (checked before the body). Another user's task
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from fastapi import APIRouter, Query
+from sse_starlette import EventSourceResponse
 
 from api.deps import CurrentPrincipal, Offset, service
 from api.schemas.agentic import TaskCreate, TaskCreated, TaskList, TaskOut, TaskStatusOut
 from api.schemas.common import AUTH_ERRORS, error_responses
+from api.sse import LastEventId, event_id, event_stream
 from assistant.agents.tasks import DISABLED, AgenticService
 
 AGENTIC = service("agentic", DISABLED, AgenticService.require_enabled)  # 503 while agentic mode is disabled
@@ -93,17 +91,6 @@ def get_task(task_id: UUID, user: CurrentPrincipal, agentic: Agentic) -> TaskOut
     return TaskOut.of(agentic.get(user.user_id, task_id))
 
 
-MAX_EVENT_ID = 2**53  # what a JavaScript client can hold exactly
-
-
-def event_id(header: str | None) -> int:
-    """The event id a ``Last-Event-ID`` header names; 0 (from the start) for anything else."""
-    value = (header or "").strip()
-    if value.isascii() and value.isdigit() and len(value) <= 16 and int(value) <= MAX_EVENT_ID:
-        return int(value)
-    return 0
-
-
 @router.get(
     "/{task_id}/stream",
     responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
@@ -114,9 +101,7 @@ async def stream_task(
     task_id: UUID,
     user: CurrentPrincipal,
     agentic: Agentic,
-    last_event_id: Annotated[str | None, Header(description=(
-        "Resume after this event id (an integer). Any other value (`null`, empty, not a number, above "
-        "2^53) counts as absent: the stream starts from the first event."))] = None,
+    last_event_id: LastEventId = None,
 ) -> EventSourceResponse:
     """Server-Sent Events. A subscriber first receives every event that already happened (the
     log is kept per task), then the live ones; the stream ends after the final event. Each event
@@ -132,15 +117,7 @@ async def stream_task(
     `task_timed_out` {task_id, error, cancelled_sub_agents}. A task awaiting approval keeps the
     stream open until it is approved (events continue) or cancelled.
     """
-    events = agentic.subscribe(user.user_id, task_id, after=event_id(last_event_id))
-
-    async def produce() -> AsyncIterator[ServerSentEvent]:
-        async with contextlib.aclosing(events):
-            async for event in events:
-                yield ServerSentEvent(data=json.dumps(event.data, ensure_ascii=False), event=event.type.value,
-                                      id=str(event.seq))
-
-    return EventSourceResponse(produce(), ping=15)
+    return event_stream(agentic.subscribe(user.user_id, task_id, after=event_id(last_event_id)))
 
 
 @router.post("/{task_id}/cancel", response_model=TaskStatusOut,

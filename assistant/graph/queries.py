@@ -31,6 +31,8 @@ class GraphQueries:
     memory: MemoryStore
     visualization: KnowledgeVisualizationSettings
 
+    def pending(self, user_id: str) -> list[str]: ...
+
     def graph_json(self, user_id: str, query: GraphQuery | None = None, now: float | None = None) -> bytes:
         """The user's graph as JSON bytes (see :meth:`Snapshot.render`); ``query.center`` must be one of
         the user's nodes (NotFoundError otherwise)."""
@@ -128,3 +130,28 @@ class GraphQueries:
             np.maximum.at(spread, src, score[dst] * strength)
             score = spread
         return {snap.ids[i]: float(score[i]) for i in np.flatnonzero(score)}
+
+    # --- counts ------------------------------------------------------------------------------------
+
+    def per_user(self) -> dict[str, dict[str, int]]:
+        """user id -> {nodes, edges (valid), edges_invalidated, pending} for every user with a graph or
+        memories (``assistant graph stats``)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.db.query("SELECT DISTINCT user_id FROM memories UNION SELECT DISTINCT user_id FROM kg_nodes"):
+            out[r["user_id"]] = {"nodes": 0, "edges": 0, "edges_invalidated": 0, "pending": 0}
+        for r in self.db.query("SELECT user_id, count(*) AS n FROM kg_nodes GROUP BY user_id"):
+            out[r["user_id"]]["nodes"] = r["n"]
+        for r in self.db.query("SELECT user_id, invalid_ts IS NULL AS valid, count(*) AS n FROM kg_edges "
+                               "GROUP BY user_id, valid"):
+            out[r["user_id"]]["edges" if r["valid"] else "edges_invalidated"] = r["n"]
+        for user, row in out.items():
+            row["pending"] = len(self.pending(user))
+        return out
+
+    def totals(self) -> dict[str, Any]:
+        """Nodes and edges over all users (for /metrics)."""
+        return {
+            "nodes": int(self.db.scalar("SELECT count(*) FROM kg_nodes")),
+            "edges": int(self.db.scalar("SELECT count(*) FROM kg_edges WHERE invalid_ts IS NULL")),
+            "edges_invalidated": int(self.db.scalar("SELECT count(*) FROM kg_edges WHERE invalid_ts IS NOT NULL")),
+        }

@@ -36,11 +36,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from assistant.clock import epoch_of
+from assistant.clock import epoch_of, iso_at
 from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSettings, MemorySettings
 from assistant.crypto import Sealer
 from assistant.graph import retention as R
@@ -396,7 +396,7 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
             db.execute("UPDATE kg_edges SET invalid_ts = ?, invalidated_by = ? WHERE id = ?", (at, winner, loser))
             report.edges_invalidated += 1
             report.events.append(self.events.append(db, user, GraphEventType.EDGE_INVALIDATED, {
-                "id": loser, "invalidated_by": winner, "relation": relation, "invalid_at": at}))
+                "id": loser, "invalidated_by": winner, "relation": relation, "invalid_at": iso_at(at)}))
             if loser == edge_id:
                 return
 
@@ -484,13 +484,3 @@ class KnowledgeGraph(GraphQueries, GraphOperations):
         for event in events:
             self.counters.events[event.type.value] = self.counters.events.get(event.type.value, 0) + 1
         self.events.deliver(events)
-
-    # --- counts ----------------------------------------------------------------------------------
-
-    def totals(self) -> dict[str, Any]:
-        """Nodes and edges over all users (for /metrics)."""
-        return {
-            "nodes": int(self.db.scalar("SELECT count(*) FROM kg_nodes")),
-            "edges": int(self.db.scalar("SELECT count(*) FROM kg_edges WHERE invalid_ts IS NULL")),
-            "edges_invalidated": int(self.db.scalar("SELECT count(*) FROM kg_edges WHERE invalid_ts IS NOT NULL")),
-        }

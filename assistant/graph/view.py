@@ -25,8 +25,6 @@ from assistant.clock import iso_at
 from assistant.graph import retention as R
 from assistant.graph.store import GraphStore, normalise_name
 
-RETENTION_DIGITS = 4
-
 
 @dataclass(frozen=True)
 class GraphQuery:
@@ -159,19 +157,18 @@ class Snapshot:
         keep[picked] = True
         edge_pick = np.flatnonzero(edges & keep[self.src] & keep[self.dst]) if len(self.edge_ids) else picked[:0]
         edge_r = self.edge_retention(at)
+        node_json, edge_json = self.node_json, self.edge_json
         parts = [b'{"nodes":[',
-                 b",".join([self.node_json[i] + _num(node_r[i]) + b"}" for i in picked.tolist()]),
+                 b",".join([node_json[i] + b"%.4f}" % r for i, r in zip(picked.tolist(), node_r[picked].tolist(),
+                                                                       strict=True)]),
                  b'],"edges":[',
-                 b",".join([self.edge_json[i] + _num(edge_r[i]) + b"}" for i in edge_pick.tolist()]),
+                 b",".join([edge_json[i] + b"%.4f}" % r for i, r in zip(edge_pick.tolist(),
+                                                                       edge_r[edge_pick].tolist(), strict=True)]),
                  b"],", orjson.dumps({"total_nodes": matching, "total_edges": int(edges.sum()),
                                       "returned_nodes": len(picked), "returned_edges": len(edge_pick),
                                       "truncated": bool(truncated), "as_of": iso_at(at),
                                       "min_retention": query.min_retention})[1:]]
         return b"".join(parts)
-
-
-def _num(value: float) -> bytes:
-    return b"%.4f" % value
 
 
 class GraphViews:

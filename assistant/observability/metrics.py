@@ -9,6 +9,13 @@ unknown room, ...; the reasons are in docs/voice-bus.md) and ``voice_speaker_una
 voice exchanges whose speaker engine failed or timed out, answered as an unknown speaker without
 personal memories (docs/companion-speaker.md). ``circuit_breaker_state{backend}`` is a
 gauge per backend's circuit breaker (assistant/breaker.py): 0 closed, 1 half-open, 2 open.
+
+With the knowledge graph on: ``knowledge_graph_nodes`` and ``knowledge_graph_edges`` (gauges, all
+users; edges valid now), the extraction counters per extractor (``{extractor}``: the configured one
+and its fallback) ``knowledge_graph_extraction_calls_total``, ``..._failures_total`` (outputs
+skipped: invalid JSON after the retry, unknown entities), ``..._fallbacks_total`` (passages handed to
+the fallback) and ``knowledge_graph_extraction_seconds_total`` (time spent extracting: with the calls,
+the mean latency), and ``knowledge_graph_events_total{type}`` (graph events published).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -23,6 +32,33 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 INFERENCE_BUCKETS_MS = (100, 250, 500, 1000)
 STATUS_CLASSES = ("success", "client_error", "server_error")
 CIRCUIT_VALUES = {"closed": 0, "half_open": 1, "open": 2}
+
+
+EXTRACTOR_COUNTERS = ("calls", "failures", "fallbacks", "seconds")  # attributes an extractor may keep
+
+
+@dataclass(frozen=True)
+class GraphFigures:
+    nodes: int = 0
+    edges: int = 0
+    extractors: dict[str, dict[str, float]] = field(default_factory=dict)  # extractor id -> counter -> value
+    events: dict[str, int] = field(default_factory=dict)  # event type -> published
+
+
+def knowledge_graph_figures(graph: Any) -> GraphFigures:
+    """What /metrics reports of a :class:`~assistant.graph.service.KnowledgeGraph`: its totals, the
+    counters its extractor and fallback keep (each missing one counts 0) and the events published."""
+    totals = graph.totals()
+    extractors: dict[str, dict[str, float]] = {}
+    for extractor in (graph.extractor, getattr(graph, "fallback", None)):
+        if extractor is None:
+            continue
+        counts = extractors.setdefault(str(getattr(extractor, "id", type(extractor).__name__)), dict.fromkeys(
+            EXTRACTOR_COUNTERS, 0.0))
+        for name in EXTRACTOR_COUNTERS:
+            counts[name] += float(getattr(extractor, name, 0) or 0)
+    return GraphFigures(int(totals.get("nodes", 0)), int(totals.get("edges", 0)), extractors,
+                        dict(graph.counters.events))
 
 
 def status_class(status_code: int) -> str:
@@ -51,6 +87,7 @@ class Metrics:
         self.voice_dropped: Callable[[], dict[tuple[str, str], int]] | None = None  # set by the voice service
         self.voice_speaker_unavailable: Callable[[], int] | None = None  # set by the voice service
         self.circuits: Callable[[], dict[str, str]] | None = None  # backend -> breaker state (build_services)
+        self.knowledge_graph: Callable[[], GraphFigures] | None = None  # set by build_services with the graph on
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -162,3 +199,27 @@ class _Collector:
                                  "failed or timed out.", "counter")
             unavailable.add_sample("voice_speaker_unavailable_total", {}, m.voice_speaker_unavailable())
             yield unavailable
+        if m.knowledge_graph is not None:
+            yield from _graph_metrics(m.knowledge_graph())
+
+
+def _graph_metrics(figures: GraphFigures) -> Iterator[Metric]:
+    for name, value, text in (("nodes", figures.nodes, "Knowledge-graph nodes (all users)."),
+                              ("edges", figures.edges, "Knowledge-graph edges valid now (all users).")):
+        gauge = Metric(f"knowledge_graph_{name}", text, "gauge")
+        gauge.add_sample(f"knowledge_graph_{name}", {}, value)
+        yield gauge
+    for counter, text in (("calls", "Extraction calls (one per batch of memories), per extractor."),
+                          ("failures", "Extraction outputs skipped (invalid JSON after a retry, unknown entities)."),
+                          ("fallbacks", "Passages handed to the fallback extractor."),
+                          ("seconds", "Seconds spent extracting, per extractor.")):
+        name = "knowledge_graph_extraction_seconds" if counter == "seconds" else \
+            f"knowledge_graph_extraction_{counter}"
+        metric = Metric(name, text, "counter")
+        for extractor, counts in sorted(figures.extractors.items()):
+            metric.add_sample(f"{name}_total", {"extractor": extractor}, counts[counter])
+        yield metric
+    events = Metric("knowledge_graph_events", "Knowledge-graph events published, by type.", "counter")
+    for kind, n in sorted(figures.events.items()):
+        events.add_sample("knowledge_graph_events_total", {"type": kind}, n)
+    yield events

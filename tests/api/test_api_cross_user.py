@@ -5,7 +5,7 @@ admin, for catalog entries) creates the resource the row names; then the row's c
 request with A's id. The owner rules (docs/security.md) say what must come back:
 
 - user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
-  profiles, tool runs, catalog executions and approvals): B gets 404 `NOT_FOUND`, B's lists and searches
+  profiles, tool runs, knowledge-graph nodes, catalog executions and approvals): B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
 - catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
   (B gets 403 `FORBIDDEN`); deciding an approval and reading the catalog's audit log (every user's runs)
@@ -29,12 +29,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assistant.services import Services
+from assistant.testing.graph import ScriptedExtractor
 from assistant.voice.audio import float_to_pcm
 from assistant.voice.speakers import SpeakerRegistry, SpeakerStore
 
 MARK = "alpha-private-7f3a"  # in every resource A creates; never in an answer to B
 RAW = {"Content-Type": "application/octet-stream"}
 CATALOG = "/v1/commands/catalog"
+K = "/api/v1/knowledge"
 
 
 class FakeSpeakerEmbedder:
@@ -137,7 +139,19 @@ def make_approval(w: World) -> str:
     return w.ok("a", "POST", f"{CATALOG}/{w.entry(requires_approval=True)}/execute")["approval_id"]
 
 
+NODE = "Quixotia"  # a capitalised word: a node of A's knowledge graph
+
+
+def make_node(w: World) -> str:
+    assert w.services.graph is not None
+    w.services.graph.extractor = ScriptedExtractor()  # whatever the configured one: capitalised words are nodes
+    w.ok("a", "POST", "/v1/memories", {"content": f"{NODE} harbour {MARK}", "summary": MARK})
+    assert w.services.graph.wait_idle()
+    return next(n["id"] for n in w.ok("a", "GET", f"{K}/graph")["nodes"] if n["name"] == NODE)
+
+
 MAKE: dict[str, Callable[[World], str]] = {
+    "node": make_node,
     "memory": make_memory, "conversation": make_conversation, "snippet": make_snippet, "profile": make_profile,
     "task": make_task, "room": make_room, "speaker": make_speaker, "tool_run": make_tool_run,
     "catalog_entry": make_catalog_entry, "execution": make_execution, "approval": make_approval,
@@ -171,6 +185,9 @@ def intact(w: World, resource: str, ident: str) -> None:
             assert w.ok("a", "GET", f"{CATALOG}/executions/{ident}")["execution_id"] == ident
         case "approval":
             assert w.ok("a", "GET", f"/v1/approvals/{ident}")["status"] == "pending"
+        case "node":
+            node = w.ok("a", "GET", f"{K}/nodes/{ident}")
+            assert node["name"] == NODE and [s["summary"] for s in node["sources"]] == [MARK]
 
 
 # --- the table --------------------------------------------------------------------------------------
@@ -199,6 +216,10 @@ def rows(resource: str, *items: tuple) -> list[Row]:
 
 M, S, P, T, R = "/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/agentic/tasks", "/v1/voice/rooms"
 TABLE: list[Row] = [
+    # the admin key is the installation owner's: another user, as far as A's graph goes
+    *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
+          ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),
+          ("b", "GET", f"{K}/graph?min_retention=0", None, 200), ("b", "GET", f"{K}/search?q={NODE}", None, 200)),
     *rows("memory", ("b", "GET", f"{M}/{{id}}"), ("b", "DELETE", f"{M}/{{id}}"),
           ("b", "GET", M, None, 200), ("b", "GET", f"{M}/search?q={MARK}", None, 200)),
     *rows("conversation", ("b", "POST", "/v1/chat", {"message": "hi", "conversation_id": "{id}"}),
@@ -286,3 +307,29 @@ def test_every_user_resource_has_rows_for_another_user() -> None:
     for resource in MAKE:
         methods = {row.method for row in TABLE if row.resource == resource and row.who == "b"}
         assert methods, resource
+
+
+def test_the_graph_stream_carries_only_the_callers_events(make_settings) -> None:  # noqa: ANN001
+    """B's stream, even from the first stored event, holds B's events only (uvicorn on loopback: the
+    TestClient would wait for the endless stream to end)."""
+    import httpx
+
+    from assistant.llm.scripted import ScriptedChatModel
+    from assistant.services import build_services
+    from tests.api.test_api_knowledge import Events
+    from tests.integration.support import LiveServer
+
+    services = build_services(make_settings(security={"rate_limit_enabled": False}), chat_model=ScriptedChatModel())
+    assert services.graph is not None
+    services.graph.extractor = ScriptedExtractor()
+    keys = {name: {"Authorization": f"Bearer {services.keys.create(name, user_id=uuid4())[0]}"} for name in "ab"}
+    with LiveServer(services) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
+        assert http.post("/v1/memories", json={"content": f"{NODE} harbour {MARK}", "summary": MARK},
+                         headers=keys["a"]).status_code == 201
+        assert services.graph.wait_idle()
+        with http.stream("GET", f"{K}/graph/stream", headers={**keys["b"], "Last-Event-ID": "0"}) as response:
+            assert http.post("/v1/memories", json={"content": "Bravo is mine", "summary": "b"},
+                             headers=keys["b"]).status_code == 201
+            events = Events(response).take(1)
+    assert [(seq, name, data["name"]) for seq, name, data in events] == [(1, "NodeCreated", "Bravo")]
+    assert NODE not in str(events) and MARK not in str(events)

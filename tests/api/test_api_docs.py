@@ -16,6 +16,7 @@ from api.routes import (
     chat,
     commands,
     health,
+    knowledge,
     memories,
     metrics,
     snippets,
@@ -61,7 +62,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     routes = {
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
-                       agent_profiles, agentic, webhooks, voice)
+                       agent_profiles, agentic, webhooks, voice, knowledge)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

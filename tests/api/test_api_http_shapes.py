@@ -93,7 +93,7 @@ def test_the_allow_header_agrees_with_the_document(client, auth) -> None:
     for path, operations in document["paths"].items():
         concrete = path.replace("{platform}", "messenger")
         for name in ("{memory_id}", "{snippet_id}", "{entry_id}", "{room_id}", "{profile_id}", "{task_id}",
-                     "{approval_id}", "{execution_id}", "{speaker_id}"):
+                     "{approval_id}", "{execution_id}", "{speaker_id}", "{node_id}"):
             concrete = concrete.replace(name, "3fa85f64-5717-4562-b3fc-2c963f66afa6")
         documented = sorted(m.upper() for m in operations)
         if "TRACE" in documented:

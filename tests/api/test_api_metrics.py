@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from assistant.errors import UpstreamError
 from assistant.llm.scripted import ScriptedChatModel
+from assistant.testing.graph import ScriptedExtractor
 
 
 def metrics(client) -> dict:  # noqa: ANN001
@@ -98,3 +101,48 @@ def test_prometheus_has_the_speaker_unavailable_counter_with_voice(make_settings
     services = make_services(make_settings(voice={}))
     text = make_client(services).get("/metrics/prometheus").text
     assert "voice_speaker_unavailable_total 0.0" in text.splitlines()  # voice configured, not yet started
+
+
+class CountingExtractor:
+    """An extractor that keeps the counters /metrics reads (a missing one counts 0)."""
+
+    def __init__(self, id: str, **counters: float):  # noqa: A002 - the Extractor protocol's attribute
+        self.id = id
+        for name, value in counters.items():
+            setattr(self, name, value)
+
+    def extract(self, passages):  # noqa: ANN001, ANN201
+        raise AssertionError("not called")
+
+
+def test_prometheus_has_the_knowledge_graph_series(client, auth, services) -> None:
+    services.graph.extractor = ScriptedExtractor()  # capitalised words become nodes: two here, one call
+    assert client.post("/v1/memories", json={"content": "Anna met Tom", "summary": "s"}, headers=auth).status_code == 201
+    assert services.graph.wait_idle()
+    lines = client.get("/metrics/prometheus").text.splitlines()
+    assert "knowledge_graph_nodes 2.0" in lines and "knowledge_graph_edges 0.0" in lines
+    assert 'knowledge_graph_events_total{type="NodeCreated"} 2.0' in lines
+    assert 'knowledge_graph_extraction_calls_total{extractor="scripted"} 1.0' in lines
+    families = {f.name: f for f in text_string_to_metric_families("\n".join(lines) + "\n")}
+    assert families["knowledge_graph_nodes"].type == families["knowledge_graph_edges"].type == "gauge"
+    for name in ("calls", "failures", "fallbacks", "seconds"):
+        assert families[f"knowledge_graph_extraction_{name}"].type == "counter", name
+    assert families["knowledge_graph_events"].type == "counter"
+
+
+def test_the_extraction_counters_come_from_the_extractor_and_its_fallback(client, services) -> None:
+    services.graph.extractor = CountingExtractor("llm", calls=5, failures=2, fallbacks=1, seconds=1.5)
+    services.graph.fallback = CountingExtractor("rules", calls=1)
+    lines = client.get("/metrics/prometheus").text.splitlines()
+    for line in ('knowledge_graph_extraction_calls_total{extractor="llm"} 5.0',
+                 'knowledge_graph_extraction_failures_total{extractor="llm"} 2.0',
+                 'knowledge_graph_extraction_fallbacks_total{extractor="llm"} 1.0',
+                 'knowledge_graph_extraction_seconds_total{extractor="llm"} 1.5',
+                 'knowledge_graph_extraction_calls_total{extractor="rules"} 1.0',
+                 'knowledge_graph_extraction_seconds_total{extractor="rules"} 0.0'):
+        assert line in lines, line
+
+
+def test_no_knowledge_graph_series_while_it_is_disabled(make_settings, make_services, make_client) -> None:
+    services = make_services(make_settings(knowledge_graph={"enabled": False}))
+    assert "knowledge_graph" not in make_client(services).get("/metrics/prometheus").text

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from assistant.observability.metrics import INFERENCE_BUCKETS_MS, Metrics, status_class
+from assistant.observability.metrics import INFERENCE_BUCKETS_MS, Metrics, knowledge_graph_figures, status_class
 
 
 class Clock:
@@ -143,3 +145,22 @@ def test_voice_speaker_unavailable_is_a_counter_only_with_voice() -> None:
     assert "voice_speaker_unavailable_total 3.0" in text.splitlines()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert families["voice_speaker_unavailable"].type == "counter"
+
+
+def test_knowledge_graph_figures_read_the_graph_and_default_missing_counters_to_zero() -> None:
+    class Extractor:
+        id = "llm"
+        calls, failures, seconds = 4, 1, 2.5  # no "fallbacks": 0
+
+    graph = SimpleNamespace(totals=lambda: {"nodes": 7, "edges": 9, "edges_invalidated": 1}, extractor=Extractor(),
+                            fallback=None, counters=SimpleNamespace(events={"NodeCreated": 7}))
+    figures = knowledge_graph_figures(graph)
+    assert (figures.nodes, figures.edges, figures.events) == (7, 9, {"NodeCreated": 7})
+    assert figures.extractors == {"llm": {"calls": 4.0, "failures": 1.0, "fallbacks": 0.0, "seconds": 2.5}}
+    m = Metrics()
+    assert "knowledge_graph" not in m.prometheus().decode()  # no graph: no series
+    m.knowledge_graph = lambda: figures
+    lines = m.prometheus().decode().splitlines()
+    assert "knowledge_graph_nodes 7.0" in lines and "knowledge_graph_edges 9.0" in lines
+    assert 'knowledge_graph_extraction_fallbacks_total{extractor="llm"} 0.0' in lines
+    assert 'knowledge_graph_events_total{type="NodeCreated"} 7.0' in lines
