@@ -191,7 +191,8 @@ def run_cv(args: argparse.Namespace, conversations: list, store_factory, started
             "benchmark": "locomo_recall_cv", "conversations": len(prepared), "tune": args.tune, "splits": splits,
             "methods": {r.method: {"held_out": {k: round(v, 4) for k, v in r.held_out.items()},
                                    "tuned_on_all": {k: round(v, 4) for k, v in r.full.items()},
-                                   "chosen": [dict(p) for p in r.chosen], "best_on_all": dict(r.best_full)}
+                                   "chosen": [dict(p) for p in r.chosen], "best_on_all": dict(r.best_full),
+                                   "ms_per_query": round(r.ms_per_query, 2)}
                         for r in results},
         }))
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,17 +72,20 @@ def store_method(name: str, mode: str, points: Sequence[Params] = ({},)) -> Meth
 
 def score_grid(prepared: Sequence[Prepared], method: Method, *, k: int = 5,
                progress: Callable[[Iterable], Iterable] = lambda it: it) -> list[dict]:
-    """One row per (grid point, question): ``point``, ``sample_id``, ``category``, ``recall``."""
+    """One row per (grid point, question): ``point``, ``sample_id``, ``category``, ``recall``, and
+    ``ms`` (the ranking's wall time, for the cost column; never asserted)."""
     rows = []
     states = {p.sample_id: method.setup(p) for p in prepared}
     jobs = [(i, p) for i, _ in enumerate(method.grid) for p in prepared]
     for i, p in progress(jobs):
         params = method.grid[i]
         for question, vector in zip(p.questions, p.vectors, strict=True):
+            started = time.perf_counter()
             ids = method.rank(p, states[p.sample_id], question, vector, params, k)
+            ms = (time.perf_counter() - started) * 1000
             ranked = [p.dia_of[m] for m in ids if m in p.dia_of]
             rows.append({"point": i, "sample_id": p.sample_id, "category": question.category,
-                         "recall": recall_at(ranked, question.evidence, k)})
+                         "recall": recall_at(ranked, question.evidence, k), "ms": ms})
     if any(hasattr(p.store, "_crossval_base") for p in prepared):
         for p in prepared:
             configure_store(p.store, {})
@@ -100,6 +104,8 @@ class CrossValidation:
     chosen: list[Params]  # the point chosen on each split
     full: dict[str, float]  # the best point on all conversations (what "tuned on dev" would report)
     best_full: Params
+    ms_per_query: float = float("nan")  # mean ranking time over every point and question
+    conversations: int = 0
 
 
 def _by_category(rows: Sequence[dict], categories: Sequence[int]) -> dict[str, float]:
@@ -147,6 +153,8 @@ def cross_validate(rows: Sequence[dict], method: Method, *, tune: int = 3,
         chosen,
         _by_category(pooled(best_all, samples), categories),
         method.grid[best_all],
+        _mean([r["ms"] for r in rows if "ms" in r]),
+        len(samples),
     )
 
 
@@ -156,6 +164,6 @@ def table(results: Sequence[CrossValidation]):
 
     records = []
     for res in results:
-        records.append({"method": res.method, "side": "held-out (CV)", **res.held_out})
-        records.append({"method": res.method, "side": "tuned on all 5", **res.full})
+        records.append({"method": res.method, "side": "held-out (CV)", **res.held_out, "ms/query": res.ms_per_query})
+        records.append({"method": res.method, "side": f"tuned on all {res.conversations}", **res.full, "ms/query": res.ms_per_query})
     return pd.DataFrame(records).set_index(["method", "side"])
