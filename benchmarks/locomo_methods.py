@@ -41,6 +41,11 @@ def rrf(prepared: Prepared, state, question, vector, params, k: int) -> list[str
     return sorted(scores, key=lambda m: -scores[m])[:k]
 
 
+def attach_graph(prepared: Prepared) -> None:
+    """``evaluate``'s setup for mode hybrid+graph: the conversation's graph, its expander attached."""
+    prepared.store.expander = _graph_setup(prepared)
+
+
 def _graph_setup(prepared: Prepared):  # noqa: ANN202
     """The knowledge graph of one stored conversation, built with the ``rules`` extractor (the
     default without an engine) over its memories, and its expander (not attached to the store)."""

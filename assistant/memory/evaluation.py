@@ -20,6 +20,7 @@ from pathlib import Path
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 MODES = ("dense", "keyword", "hybrid")
+GRAPH_MODES = (*MODES, "hybrid+graph")  # hybrid+graph needs a knowledge graph (evaluate's ``setup``)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ def evaluate(
     text: Callable[[Turn], str] = memory_text,
     sessions_as_conversations: bool = True,
     details: bool = False,
+    setup: Callable[[Prepared], object] | None = None,
 ):
     """Recall@k per mode and category, as a pandas DataFrame (rows: mode x category, plus 'all').
 
@@ -173,7 +175,8 @@ def evaluate(
     ``sessions_as_conversations`` each session is stored as one conversation (its
     ``conversation_id``), as a chat would store it. ``progress`` wraps the conversations (tqdm).
     ``details=True`` returns ``(summary, per_question)`` instead, the second with one row per
-    question and mode.
+    question and mode. ``setup(prepared)`` runs once per conversation after it is stored (e.g.
+    builds its knowledge graph and attaches the expander for mode ``hybrid+graph``).
     """
     import pandas as pd
 
@@ -181,6 +184,8 @@ def evaluate(
     for conv in progress(conversations):
         p = prepare(store_factory(), conv, categories=categories, text=text,
                     sessions_as_conversations=sessions_as_conversations)
+        if setup is not None:
+            setup(p)
         store, user, dia_of = p.store, p.user, p.dia_of
         for q, vector in zip(p.questions, p.vectors, strict=True):
             for mode in modes:

@@ -74,3 +74,11 @@ def test_every_method_has_a_grid() -> None:
     for name, make in locomo_methods.methods().items():
         method = make()
         assert method.name == name and len(method.grid) >= 1
+
+
+def test_plain_run_reports_the_chosen_modes(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert locomo_recall.main(["--data", str(data), "--embedder", "hashing", "--modes", "dense,hybrid", "--json",
+                               "--conversations", "2"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(report["overall"]) == {"dense", "hybrid"} and report["conversations"] == 2
+    assert locomo_recall.main(["--data", str(data), "--embedder", "hashing", "--modes", "graph"]) == 2
