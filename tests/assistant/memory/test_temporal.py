@@ -81,6 +81,7 @@ def test_date_weight_lifts_the_memories_of_the_named_days(store: MemoryStore) ->
     store.add_many("u", [NewMemory("On 9 November 2023, Ada said: I baked a lemon cake for the party."),
                          NewMemory("On 12 November 2022, Ada said: I baked a cake last week.")])
     question = "What cake did Ada bake on 9 November, 2022?"
+    store.hybrid = HybridWeights(date=0.0, when=0.0)
     plain = {s.memory.content: s for s in store.search("u", question, 2, mode="hybrid", rank_by="similarity")}
     store.hybrid = HybridWeights(date=0.5)
     found = store.search("u", question, 2, mode="hybrid", rank_by="similarity")
@@ -89,6 +90,10 @@ def test_date_weight_lifts_the_memories_of_the_named_days(store: MemoryStore) ->
         bonus = 0.5 if hit.memory.content.startswith("On 12 November 2022") else 0.0
         assert hit.score == pytest.approx(plain[hit.memory.content].score + bonus)
         assert hit.fused == pytest.approx(plain[hit.memory.content].fused)  # the memory's own match
+
+
+def test_grounding_is_on_by_default() -> None:
+    assert HybridWeights().date > 0 and HybridWeights().when > 0 and HybridWeights().diversity == 0
 
 
 def test_when_weight_lifts_a_memory_that_places_the_event_in_time(store: MemoryStore) -> None:
