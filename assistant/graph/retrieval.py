@@ -47,15 +47,19 @@ MAX_SPAN = 3  # words in a query span looked up as a name
 
 @dataclass(frozen=True)
 class GraphRetrievalWeights:
-    graph: float = 0.3  # weight of the graph score g(m) added to the hybrid score
-    # weight of the share of the query's named entities the memory mentions, hubs included (a
-    # question about Melanie is mostly answered by what Melanie said)
-    entity: float = 0.0
+    """The expander's parameters; the defaults are those chosen by leave-conversations-out
+    cross-validation on LoCoMo (see the module docstring for the figures)."""
+
+    graph: float = 0.2  # weight of the graph score g(m) added to the hybrid score
     # added when the memory was said by one of the query's named entities (a chat log's "On <day>,
-    # <Name> said: ..." as :func:`~assistant.graph.service.passage_of` reads it)
-    speaker: float = 0.0
+    # <Name> said: ..." as :func:`~assistant.graph.service.passage_of` reads it): a question about
+    # Melanie is mostly answered by what Melanie said, although her node is a hub the IDF silences
+    speaker: float = 0.4
+    # weight of the share of the query's named entities the memory mentions, hubs included (never
+    # chosen under CV once ``speaker`` is on: 0)
+    entity: float = 0.0
     hops: int = 1  # spread over edges (0: the seeds alone); at most [knowledge_graph] max_hops
-    seed_hits: int = 0  # nodes of the best hybrid hits seed too (0: only the query's entities)
+    seed_hits: int = 3  # nodes of the best hybrid hits seed too (0: only the query's entities)
     similar: float = 0.0  # nodes whose name embedding has this cosine with the query seed (0: off)
     expand_nodes: int = 20  # memories of the most activated nodes join the candidates
     expand: int = 50  # at most this many new memories

@@ -98,7 +98,7 @@ def test_hits_are_reranked_by_the_graph_and_the_speaker(setup) -> None:  # noqa:
     for i in (0, 2):  # said by Ada
         assert by_id[ids[i]].score == pytest.approx(plain[ids[i]].score + 0.5)
     assert by_id[ids[1]].score == pytest.approx(plain[ids[1]].score)  # Ben said it (Ada is named in it)
-    entity = GraphExpander(graph, GraphRetrievalWeights(graph=0.0, entity=0.4, expand=0))
+    entity = GraphExpander(graph, GraphRetrievalWeights(graph=0.0, entity=0.4, speaker=0.0, expand=0))
     by_id = {h.memory.id: h for h in entity.expand(USER, question, vector, hits, 5)}
     # memory 1 mentions Ada and Harbour (all of the query's entities), 0 only Harbour (the scripted
     # extractor does not make the speaker an entity), 2 neither
@@ -163,3 +163,8 @@ def test_build_graph_attaches_the_expander_for_hybrid_graph(tmp_path: Path, retr
     finally:
         graph.close()
         db.close()
+
+
+def test_default_weights_are_the_cross_validated_ones() -> None:
+    w = GraphRetrievalWeights()
+    assert w.speaker > 0 and w.graph > 0 and w.hops == 1 and w.seed_hits == 3 and w.entity == 0.0
