@@ -168,3 +168,14 @@ def test_build_graph_attaches_the_expander_for_hybrid_graph(tmp_path: Path, retr
 def test_default_weights_are_the_cross_validated_ones() -> None:
     w = GraphRetrievalWeights()
     assert w.speaker > 0 and w.graph > 0 and w.hops == 1 and w.seed_hits == 3 and w.entity == 0.0
+
+
+def test_idf_is_cached_until_the_graph_or_the_memories_change(setup) -> None:  # noqa: ANN001
+    memory, graph, _ = setup
+    expander = GraphExpander(graph)
+    first = expander.idf(USER)
+    assert expander.idf(USER) is first
+    memory.add_many(USER, [NewMemory("On 4 June 2023, Ben said: Riverside again.")])
+    assert graph.wait_idle()
+    again = expander.idf(USER)
+    assert again is not first and again[node(graph, "Riverside")] < first[node(graph, "Riverside")]
