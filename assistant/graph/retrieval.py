@@ -90,6 +90,7 @@ class GraphExpander:
         self.graph = graph
         self.weights = weights or GraphRetrievalWeights()
         self.max_hops = max_hops
+        self._idf: dict[str, tuple[tuple[int, int], dict[str, float]]] = {}  # user -> (graph version, N), idf
 
     # --- seeds and node worth ----------------------------------------------------------------------
 
@@ -109,11 +110,17 @@ class GraphExpander:
 
     def idf(self, user_id: str) -> dict[str, float]:
         """Node id -> IDF over the user's memories, in [0, 1] (hubs such as the speakers near 0)."""
-        snap = self.graph.views.snapshot(user_id)
         total = self.graph.memory.count(user_id)
+        key = (self.graph.views.version(user_id), total)
+        cached = self._idf.get(user_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        snap = self.graph.views.snapshot(user_id)
         scale = math.log(total + 1) or 1.0
-        return {node: max(math.log((total + 1) / (int(m) + 1)), 0.0) / scale
-                for node, m in zip(snap.ids, snap.mentions, strict=True)}
+        idf = {node: max(math.log((total + 1) / (int(m) + 1)), 0.0) / scale
+               for node, m in zip(snap.ids, snap.mentions, strict=True)}
+        self._idf[user_id] = (key, idf)
+        return idf
 
     # --- the expander ------------------------------------------------------------------------------
 
