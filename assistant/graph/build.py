@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 def build_graph(settings: Settings, db: Database, sealer: Sealer, memory: MemoryStore | None,
                 queue: InferenceQueue, *, extractor: Extractor | None = None) -> KnowledgeGraph | None:
-    """The knowledge graph, listening to the memory store and expanding its retrieval; None while
+    """The knowledge graph, listening to the memory store and (with ``memory.retrieval =
+    "hybrid+graph"``) expanding its retrieval; None while
     ``[knowledge_graph] enabled = false`` or the memory store is off."""
     if memory is None or not settings.knowledge_graph.enabled:
         return None
@@ -30,6 +31,10 @@ def build_graph(settings: Settings, db: Database, sealer: Sealer, memory: Memory
     graph = KnowledgeGraph(db, sealer, memory, extractor, settings.knowledge_graph, settings.memory,
                            settings.knowledge_visualization, fallback=fallback)
     memory.listeners.append(graph)
+    if settings.memory.retrieval == "hybrid+graph":  # graph-aware retrieval (assistant/graph/retrieval.py)
+        from assistant.graph.retrieval import GraphExpander
+
+        memory.expander = GraphExpander(graph, max_hops=settings.knowledge_graph.max_hops)
     return graph
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 MODES = ("dense", "keyword", "hybrid")
+GRAPH_MODES = (*MODES, "hybrid+graph")  # hybrid+graph needs a knowledge graph (evaluate's ``setup``)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,45 @@ def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
 
 
+@dataclass
+class Prepared:
+    """A conversation stored once for retrieval experiments: its store and user, which turn each
+    memory is (``dia_of``: memory id -> dia_id), and its questions (with evidence, in the chosen
+    categories) with their query vectors."""
+
+    sample_id: str
+    store: object
+    user: str
+    dia_of: dict[str, str]
+    questions: list[Question]
+    vectors: object  # numpy array, one row per question
+
+
+def prepare(
+    store: object,
+    conv: Conversation,
+    *,
+    categories: Sequence[int] = (1, 2, 3, 4),
+    text: Callable[[Turn], str] = memory_text,
+    sessions_as_conversations: bool = True,
+) -> Prepared:
+    """Store every turn of ``conv`` as a memory of user ``conv.sample_id`` in ``store`` (a fresh
+    :class:`assistant.memory.store.MemoryStore`) and embed its questions."""
+    from assistant.memory.store import NewMemory
+
+    user = conv.sample_id
+    items = [
+        NewMemory(text(t), conversation_id=f"{conv.sample_id}/session-{t.session}" if sessions_as_conversations
+                  else None)
+        for t in conv.turns
+    ]
+    ids = store.add_many(user, items)
+    dia_of = dict(zip(ids, (t.dia_id for t in conv.turns), strict=True))
+    questions = [q for q in conv.questions if q.category in categories and q.evidence]
+    vectors = store.embedder.embed([q.question for q in questions])
+    return Prepared(conv.sample_id, store, user, dia_of, questions, vectors)
+
+
 def evaluate(
     store_factory: Callable[[], object],
     conversations: Sequence[Conversation],
@@ -125,6 +165,7 @@ def evaluate(
     text: Callable[[Turn], str] = memory_text,
     sessions_as_conversations: bool = True,
     details: bool = False,
+    setup: Callable[[Prepared], object] | None = None,
 ):
     """Recall@k per mode and category, as a pandas DataFrame (rows: mode x category, plus 'all').
 
@@ -134,26 +175,19 @@ def evaluate(
     ``sessions_as_conversations`` each session is stored as one conversation (its
     ``conversation_id``), as a chat would store it. ``progress`` wraps the conversations (tqdm).
     ``details=True`` returns ``(summary, per_question)`` instead, the second with one row per
-    question and mode.
+    question and mode. ``setup(prepared)`` runs once per conversation after it is stored (e.g.
+    builds its knowledge graph and attaches the expander for mode ``hybrid+graph``).
     """
     import pandas as pd
 
-    from assistant.memory.store import NewMemory
-
     rows = []
     for conv in progress(conversations):
-        store = store_factory()
-        user = conv.sample_id
-        items = [
-            NewMemory(text(t), conversation_id=f"{conv.sample_id}/session-{t.session}" if sessions_as_conversations
-                      else None)
-            for t in conv.turns
-        ]
-        ids = store.add_many(user, items)
-        dia_of = dict(zip(ids, (t.dia_id for t in conv.turns), strict=True))
-        questions = [q for q in conv.questions if q.category in categories and q.evidence]
-        vectors = store.embedder.embed([q.question for q in questions])
-        for q, vector in zip(questions, vectors, strict=True):
+        p = prepare(store_factory(), conv, categories=categories, text=text,
+                    sessions_as_conversations=sessions_as_conversations)
+        if setup is not None:
+            setup(p)
+        store, user, dia_of = p.store, p.user, p.dia_of
+        for q, vector in zip(p.questions, p.vectors, strict=True):
             for mode in modes:
                 found = store.search(user, q.question, max(ks), query_vector=vector, mode=mode, rank_by="similarity")
                 ranked = [dia_of[s.memory.id] for s in found]

@@ -24,6 +24,7 @@ from assistant.config import MemorySettings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
 from assistant.errors import NotFoundError, ValidationFailed
+from assistant.memory import temporal
 from assistant.memory.decay_cycle import DecayReport, run_decay
 from assistant.memory.hooks import Expander, MemoryListener
 from assistant.memory.index import VectorIndex
@@ -318,10 +319,12 @@ class MemoryStore:
             own[rowid] = (cos, kw, fused)
         now = self.clock()
         scored = []
+        grounded = self._temporal(query, rows, own) if mode == "hybrid" else {}
         for rowid, (cos, kw, fused) in own.items():
             row = rows[rowid]
             near = max((own[n][1] for n in adjacent.get(rowid, ()) if n in own), default=0.0)
             similarity = min(1.0, fused + context * near) if near else fused
+            similarity += grounded.get(rowid, 0.0)
             hours = max(now - row["accessed_ts"], 0.0) / 3600.0
             rel = float(relevance(similarity, row["importance"], hours, self.weights))
             if row["memory_type"] == MemoryType.ARCHIVED:
@@ -332,8 +335,43 @@ class MemoryStore:
             scored.append((row, cos, kw, fresh, rel, similarity, fused))
         key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
         scored.sort(key=key)
-        return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused)
-                for r, cos, kw, fresh, rel, _, fused in scored[:limit]]
+        if mode == "hybrid" and self.hybrid.diversity > 0 and rank_by == "similarity":
+            scored = self._diversify(scored)
+        return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused, sim)
+                for r, cos, kw, fresh, rel, sim, fused in scored[:limit]]
+
+    def _temporal(self, query: str, rows: dict[int, dict], own: dict) -> dict[int, float]:
+        """Temporal grounding (``HybridWeights.date``/``when``, :mod:`assistant.memory.temporal`):
+        rowid -> what to add to its ranking score."""
+        h = self.hybrid
+        window = temporal.question_window(query) if h.date > 0 else None
+        when = h.when > 0 and temporal.asks_when(query)
+        if window is None and not when:
+            return {}
+        out: dict[int, float] = {}
+        for rowid in own:
+            text = self._open(rows[rowid], "content")
+            bonus = 0.0
+            if window is not None and temporal.in_window(temporal.memory_day(text, rows[rowid]["created_at"]), window):
+                bonus += h.date
+            if when and temporal.mentions_time(text):
+                bonus += h.when
+            if bonus:
+                out[rowid] = bonus
+        return out
+
+    def _diversify(self, scored: list[tuple]) -> list[tuple]:
+        """``HybridWeights.diversity``: each hit loses ``diversity`` per better-ranked hit of the
+        same conversation, so that one session does not fill the top of the list."""
+        seen: dict[str | None, int] = {}
+        adjusted = []
+        for n, item in enumerate(scored):
+            conv = item[0]["conversation_id"]
+            penalty = self.hybrid.diversity * seen.get(conv, 0) if conv is not None else 0.0
+            seen[conv] = seen.get(conv, 0) + 1
+            adjusted.append((item[5] - penalty, -n, item))
+        adjusted.sort(key=lambda a: (-a[0], -a[1]))
+        return [(*item[:5], score, item[6]) for score, _, item in adjusted]
 
     def touch(self, memory_ids: Sequence[str], user_id: str | None = None) -> None:
         """Record an access: access_count + 1, accessed_at now (and, with ``user_id``, tell the

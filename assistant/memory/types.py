@@ -75,3 +75,4 @@ class ScoredMemory:
     freshness: float
     relevance: float
     fused: float = 0.0  # the retrieval similarity (dense and keyword fused), used for rag_threshold
+    score: float = 0.0  # what ranked it (rank_by="similarity"): fused plus neighbour context, dates, ...

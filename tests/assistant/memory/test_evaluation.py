@@ -193,3 +193,11 @@ def test_evaluate_options(data_file: Path, tmp_path: Path, stores: list[MemorySt
     memories = stores[0].list("conv-test")
     assert all(m.conversation_id is None for m in memories)
     assert all(not m.content.startswith("On ") for m in memories)
+
+
+def test_evaluate_runs_setup_once_per_stored_conversation(data_file: Path, tmp_path: Path,
+                                                          stores: list[MemoryStore]) -> None:
+    seen: list[evaluation.Prepared] = []
+    evaluation.evaluate(factory(tmp_path, stores), evaluation.load(data_file), modes=("hybrid",), setup=seen.append)
+    assert [p.sample_id for p in seen] == ["conv-test", "conv-two"]
+    assert all(p.store.count(p.user) == 5 and len(p.questions) == 4 for p in seen)
