@@ -45,12 +45,15 @@ bench: setup
 	$(BIN)/python benchmarks/chat_overhead.py
 	$(BIN)/python benchmarks/memory_search.py
 	$(BIN)/python benchmarks/decay.py
-	$(BIN)/python benchmarks/locomo_recall.py
+	$(BIN)/python benchmarks/locomo_recall.py --modes dense,keyword,hybrid,hybrid+graph
+	$(BIN)/python benchmarks/locomo_recall.py --cv --methods hybrid@defaults,hybrid+graph
 	$(BIN)/python benchmarks/tool_calling.py
 	$(BIN)/python benchmarks/voice.py
 	$(BIN)/python benchmarks/voice_encoders.py
 	$(BIN)/python benchmarks/load.py
 	$(BIN)/python benchmarks/graph_api.py
+	$(BIN)/python benchmarks/graph_extraction.py --llm-sample 8
+	$(BIN)/python benchmarks/graph_dashboard.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -49,18 +49,13 @@ def attach_graph(prepared: Prepared) -> None:
 def _graph_setup(prepared: Prepared):  # noqa: ANN202
     """The knowledge graph of one stored conversation, built with the ``rules`` extractor (the
     default without an engine) over its memories, and its expander (not attached to the store)."""
-    import importlib
+    from assistant.graph.retrieval import attach_graph
 
-    from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSettings, MemorySettings
-    from assistant.graph.retrieval import GraphExpander
-    from assistant.graph.service import KnowledgeGraph
-
-    rules = importlib.import_module("assistant.graph.extract.rules").RulesExtractor()  # the extractors' branch
     store = prepared.store
-    graph = KnowledgeGraph(store.db, store.sealer, store, rules, KnowledgeGraphSettings(),
-                           MemorySettings(), KnowledgeVisualizationSettings(), clock=store.clock)
-    graph.backfill(prepared.user)
-    return GraphExpander(graph)
+    previous = store.expander
+    attach_graph(store, prepared.user)
+    expander, store.expander = store.expander, previous  # the method attaches it when it ranks
+    return expander
 
 
 def _graph_rank(prepared: Prepared, expander, question, vector, params, k: int) -> list[str]:  # noqa: ANN001

@@ -51,6 +51,8 @@ from assistant.memory.types import Memory, MemoryType, ScoredMemory
 
 if TYPE_CHECKING:
     from assistant.graph.service import KnowledgeGraph
+    from assistant.graph.types import Extractor
+    from assistant.memory.store import MemoryStore
 
 _WORD = re.compile(r"[\w'’-]+")
 MAX_SPAN = 3  # words in a query span looked up as a name
@@ -202,3 +204,19 @@ class GraphExpander:
         if memory.memory_type == MemoryType.ARCHIVED:
             rel *= ARCHIVED_FACTOR
         return dataclasses.replace(hit, score=score, relevance=rel, freshness=fresh)
+
+
+def attach_graph(store: MemoryStore, user_id: str, extractor: Extractor | None = None,
+                 weights: GraphRetrievalWeights | None = None) -> KnowledgeGraph:
+    """Build the knowledge graph of ``user_id``'s stored memories (``rules`` extractor unless given;
+    default settings) and attach its expander to ``store`` (mode ``hybrid+graph``). For evaluation
+    (benchmarks/locomo_recall.py, notebook 07): the graph is built once, not kept up to date."""
+    from assistant.config import KnowledgeGraphSettings, KnowledgeVisualizationSettings, MemorySettings
+    from assistant.graph.extract.rules import RulesExtractor
+    from assistant.graph.service import KnowledgeGraph  # noqa: F811 - at run time, not only for typing
+
+    graph = KnowledgeGraph(store.db, store.sealer, store, extractor or RulesExtractor(), KnowledgeGraphSettings(),
+                           MemorySettings(), KnowledgeVisualizationSettings(), clock=store.clock)
+    graph.backfill(user_id)
+    store.expander = GraphExpander(graph, weights or GraphRetrievalWeights())
+    return graph

@@ -350,8 +350,12 @@ def test_memory_type_is_read_ignoring_case_and_answered_in_the_stored_form(clien
 
 
 def swap_in_file(services, first: str, second: str) -> None:  # noqa: ANN001
-    """Swap two memories' sealed content, summary and tags in the SQLite file, behind the server's back."""
+    """Swap two memories' sealed content, summary and tags in the SQLite file, behind the server's back
+    (once the knowledge graph has read them: its worker must not hold the write lock meanwhile)."""
+    if services.graph is not None:
+        assert services.graph.wait_idle()
     conn = apsw.Connection(str(services.db.path))
+    conn.set_busy_timeout(5000)
     try:
         with conn:
             for column in ("content", "summary", "tags"):
