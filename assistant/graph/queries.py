@@ -89,24 +89,20 @@ class GraphQueries:
 
     def nodes_of_memories(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
         """memory id -> the nodes it mentions."""
-        if not memory_ids:
-            return {}
-        marks = ",".join("?" * len(memory_ids))
-        out: dict[str, list[str]] = {}
-        for r in self.db.query(f"SELECT memory_id, node_id FROM kg_mentions WHERE user_id = ? AND memory_id IN "
-                               f"({marks})", (str(user_id), *memory_ids)):
-            out.setdefault(r["memory_id"], []).append(r["node_id"])
-        return out
+        return self._mentions(user_id, "memory_id", "node_id", memory_ids)
 
     def memories_of_nodes(self, user_id: str, node_ids: list[str]) -> dict[str, list[str]]:
         """node id -> the memories that mention it."""
-        if not node_ids:
+        return self._mentions(user_id, "node_id", "memory_id", node_ids)
+
+    def _mentions(self, user_id: str, key: str, value: str, ids: list[str]) -> dict[str, list[str]]:
+        if not ids:
             return {}
-        marks = ",".join("?" * len(node_ids))
+        marks = ",".join("?" * len(ids))
         out: dict[str, list[str]] = {}
-        for r in self.db.query(f"SELECT node_id, memory_id FROM kg_mentions WHERE user_id = ? AND node_id IN "
-                               f"({marks})", (str(user_id), *node_ids)):
-            out.setdefault(r["node_id"], []).append(r["memory_id"])
+        for r in self.db.query(f"SELECT {key}, {value} FROM kg_mentions WHERE user_id = ? AND {key} IN ({marks})",
+                               (str(user_id), *ids)):
+            out.setdefault(r[key], []).append(r[value])
         return out
 
     def neighbours(self, user_id: str, seeds: dict[str, float], hops: int = 1,
