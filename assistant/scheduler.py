@@ -13,6 +13,7 @@ while the process was busy collapse into one, and firing itself is at most once 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -45,7 +46,8 @@ def run_graph_sweep(graph: KnowledgeGraph) -> None:
 
 
 def run_graph_backfill(graph: KnowledgeGraph) -> None:
-    """Once at start: memories written while the graph was off (or before it existed) are extracted."""
+    """At start and daily: memories written while the graph was off (or before it existed, or whose
+    batch failed) are extracted."""
     users = [r["user_id"] for r in graph.db.query("SELECT DISTINCT user_id FROM memories")]
     done = sum(graph.backfill(user).memories for user in users)
     if done:
@@ -64,7 +66,10 @@ def start_scheduler(memory: MemoryStore | None, reminders: ReminderRunner | None
     if graph is not None:
         scheduler.add_job(run_graph_sweep, IntervalTrigger(minutes=graph.settings.sweep_interval_minutes),
                           args=[graph], id=GRAPH_SWEEP_JOB, coalesce=True, max_instances=1)
-        scheduler.add_job(run_graph_backfill, args=[graph], id=GRAPH_BACKFILL_JOB, max_instances=1)  # now, once
+        # at start, then daily (memories a failed batch left behind): an interval job, never removed, so
+        # a shutdown racing a one-shot job's removal cannot raise JobLookupError in the scheduler thread
+        scheduler.add_job(run_graph_backfill, IntervalTrigger(hours=24), args=[graph], id=GRAPH_BACKFILL_JOB,
+                          next_run_time=datetime.now(UTC), coalesce=True, max_instances=1)
     if memory is not None:
         scheduler.add_job(run_decay, CronTrigger(**DECAY_CRON), args=[memory], id="memory-decay",
                           coalesce=True, max_instances=1, misfire_grace_time=3600)

@@ -394,5 +394,11 @@ class RulesExtractor(Counters):
             if not any(f" {phrase} " in f" {k} " for k in kept):
                 kept.append(phrase)
         kept.sort(key=phrases.index)
-        return [Entity(p, NodeKind.TOPIC) for p in kept[: self.keyphrases]]
+        return [Entity(_as_written(p, text), NodeKind.TOPIC) for p in kept[: self.keyphrases]]
 
+
+def _as_written(phrase: str, text: str) -> str:
+    """``phrase`` (yake lower-cases) as the text first writes it: "Margarethe moved ..." keeps its
+    capital (a name at the start of a sentence is no capitalised span), "hospital" stays as it is."""
+    found = re.search(r"(?<!\w)" + r"\s+".join(map(re.escape, phrase.split())) + r"(?!\w)", text, re.IGNORECASE)
+    return found.group(0) if found else phrase
