@@ -7,7 +7,7 @@ without its retention. A request then only computes retention for the requested 
 masks, and joins the pre-written pieces: no graph is rebuilt or re-serialised per request
 (``benchmarks/graph_api.py`` compares this with ``networkx.node_link_data`` + ``json.dumps``).
 
-networkx is the view for algorithms (neighbourhoods), built lazily from the same arrays.
+Neighbourhoods (``center`` + ``depth``, retrieval's spreading) are computed on the same arrays.
 """
 
 from __future__ import annotations
@@ -88,8 +88,6 @@ class Snapshot:
                           "invalidated_by": r["invalidated_by"]})[:-1] + b',"retention":'
             for i, r in enumerate(edges)
         ]
-        self._lock = threading.Lock()
-        self._nx = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -105,20 +103,6 @@ class Snapshot:
     def edges_valid(self, at: float, include_invalid: bool = False) -> np.ndarray:
         mask = self.valid <= at
         return mask if include_invalid else mask & (self.invalid > at)
-
-    def graph(self):  # noqa: ANN201 - networkx.Graph
-        """Undirected networkx graph of the edges valid now (weight = edge weight), built once."""
-        with self._lock:
-            if self._nx is None:
-                import networkx as nx
-
-                graph = nx.Graph()
-                graph.add_nodes_from(range(len(self.ids)))
-                valid = np.isinf(self.invalid)
-                graph.add_weighted_edges_from(zip(self.src[valid].tolist(), self.dst[valid].tolist(),
-                                                  self.weight[valid].tolist(), strict=True))
-                self._nx = graph
-            return self._nx
 
     def neighbourhood(self, center: int, depth: int, edges: np.ndarray) -> np.ndarray:
         """Nodes within ``depth`` hops of ``center`` over the edges selected by mask ``edges``."""
