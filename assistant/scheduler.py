@@ -23,6 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from assistant.memory.store import MemoryStore
 
 if TYPE_CHECKING:
+    from assistant.dream.service import DreamService
     from assistant.graph.service import KnowledgeGraph
     from assistant.tools.reminders import ReminderRunner
 
@@ -31,6 +32,8 @@ DECAY_CRON = {"hour": 3, "minute": 0}  # daily, 03:00 local time
 REMINDER_JOB = "reminders"
 GRAPH_SWEEP_JOB = "graph-sweep"
 GRAPH_BACKFILL_JOB = "graph-backfill"
+DREAM_SCHEDULE_JOB = "dream-schedule"
+DREAM_WATCH_JOB = "dream-watch"
 
 
 def run_decay(memory: MemoryStore) -> None:
@@ -54,6 +57,24 @@ def run_graph_backfill(graph: KnowledgeGraph) -> None:
         log.info("knowledge graph: backfilled %d memories of %d user(s)", done, len(users))
 
 
+def dream_trigger(schedule: str) -> CronTrigger:
+    """The 6-field cron of ``dream.schedule`` (second minute hour day month weekday), local time."""
+    second, minute, hour, day, month, weekday = schedule.split()
+    return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month, day_of_week=weekday)
+
+
+def run_dream_schedule(dream: DreamService) -> None:
+    created = dream.schedule_tick()
+    if created:
+        log.info("dream mode: %d session(s) pending until their user is idle", len(created))
+
+
+def run_dream_watch(dream: DreamService) -> None:
+    started = dream.watch()
+    if started:
+        log.info("dream mode: %d session(s) started (idle gate passed)", len(started))
+
+
 def run_reminders(reminders: ReminderRunner) -> None:
     fired = reminders.run_once()
     if fired:
@@ -61,8 +82,16 @@ def run_reminders(reminders: ReminderRunner) -> None:
 
 
 def start_scheduler(memory: MemoryStore | None, reminders: ReminderRunner | None = None,
-                    reminder_interval_secs: float = 30, graph: KnowledgeGraph | None = None) -> BackgroundScheduler:
+                    reminder_interval_secs: float = 30, graph: KnowledgeGraph | None = None,
+                    dream: DreamService | None = None) -> BackgroundScheduler:
     scheduler = BackgroundScheduler(daemon=True)
+    if dream is not None:
+        from assistant.dream.service import WATCH_SECS
+
+        scheduler.add_job(run_dream_schedule, dream_trigger(dream.settings.schedule), args=[dream],
+                          id=DREAM_SCHEDULE_JOB, coalesce=True, max_instances=1, misfire_grace_time=3600)
+        scheduler.add_job(run_dream_watch, IntervalTrigger(seconds=WATCH_SECS), args=[dream], id=DREAM_WATCH_JOB,
+                          coalesce=True, max_instances=1)
     if graph is not None:
         scheduler.add_job(run_graph_sweep, IntervalTrigger(minutes=graph.settings.sweep_interval_minutes),
                           args=[graph], id=GRAPH_SWEEP_JOB, coalesce=True, max_instances=1)

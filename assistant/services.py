@@ -21,6 +21,8 @@ from assistant.chat.tool_runs import ToolRunStore
 from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer
+from assistant.dream.build import build_dream
+from assistant.dream.service import DreamService
 from assistant.embeddings.base import Embedder, create_embedder
 from assistant.graph.build import build_graph
 from assistant.graph.service import KnowledgeGraph
@@ -83,6 +85,7 @@ class Services:
     profiles: ProfileStore | None = None
     snippets: SnippetStore | None = None
     graph: KnowledgeGraph | None = None  # while [knowledge_graph] enabled and the memory store on
+    dream: DreamService | None = None  # while [dream] enabled and the memory store on
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
@@ -160,8 +163,10 @@ class Services:
 
         if self.scheduler is None:
             reminders = self.tools.backends.get("reminders") if self.tools is not None else None
+            if self.dream is not None:
+                self.dream.recover()  # sessions a previous process left active (assistant/dream/service.py)
             self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs,
-                                             self.graph)
+                                             self.graph, self.dream)
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
             self.metrics.voice_dropped = self.voice.dropped
@@ -173,6 +178,8 @@ class Services:
     def close(self) -> None:
         if self.voice is not None:
             self.voice.stop()
+        if self.dream is not None:
+            self.dream.close()  # running sessions stop between two operations (journaled)
         if self.graph is not None:
             self.graph.close()
         if self.scheduler is not None:
@@ -272,6 +279,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     )
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
+    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
+    if services.dream is not None:
+        metrics.dream = services.dream.counters.snapshot
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service

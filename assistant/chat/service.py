@@ -32,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 from uuid import UUID, uuid4
+
+import numpy as np
 
 from assistant.agents.profiles import ProfileApplication, ProfileStore
 from assistant.chat.approvals import ToolApprovals
@@ -48,6 +50,7 @@ from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.guarded import EmbedderUnavailable
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage
 from assistant.llm.queue import InferenceQueue
+from assistant.memory.scoring import CONTEXT_BUDGET_CHARS, PREAMBLE
 from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
@@ -141,6 +144,10 @@ class ChatService:
         self.settings = settings
         self.metrics = metrics
         self.analytics = analytics
+        # Dream mode (build_services): who was active when (the idle gate), and the "Did you know?"
+        # context of confirmed insights: (user, message, query vector, characters left) -> text.
+        self.activity: Callable[[str], None] | None = None
+        self.surfacing: Callable[[str, str, np.ndarray | None, int], str] | None = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -235,6 +242,8 @@ class ChatService:
         the system prompt, unless ``request.use_memories`` is False."""
         profiles = self.resolve_profiles(user_id, request)
         self.validate(request, profiles)
+        if self.activity is not None:
+            self.activity(str(user_id))
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
         memory_on = self.memory is not None and self.memory_settings.enabled
@@ -249,6 +258,10 @@ class ChatService:
                 context, _ = await asyncio.to_thread(
                     self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
                 )
+                if self.surfacing is not None:
+                    left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
+                    extra = await asyncio.to_thread(self.surfacing, str(user_id), request.message, query_vector, left)
+                    context = "\n\n".join(part for part in (context, extra) if part)
             enabled = self.offered_tools(request, profiles.tools, query_vector)
         except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
             log.warning("chat without memories: %s", exc.message)

@@ -72,8 +72,17 @@ class DreamSettings(Section):
     @field_validator("schedule")
     @classmethod
     def _six_fields(cls, value: str) -> str:
-        if len(value.split()) != 6:
-            raise ValueError("must be a 6-field cron expression (sec min hour day month weekday)")
+        fields = value.split()
+        if len(fields) != 6:
+            raise ValueError(f"must be a 6-field cron expression (sec min hour day month weekday), got "
+                             f"{len(fields)} field(s) in {value!r}")
+        from apscheduler.triggers.cron import CronTrigger  # the scheduler that will run it checks the values
+
+        second, minute, hour, day, month, weekday = fields
+        try:
+            CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month, day_of_week=weekday)
+        except ValueError as exc:
+            raise ValueError(f"not a valid cron expression {value!r}: {exc}") from None
         return value
 
 

@@ -88,6 +88,7 @@ class Metrics:
         self.voice_speaker_unavailable: Callable[[], int] | None = None  # set by the voice service
         self.circuits: Callable[[], dict[str, str]] | None = None  # backend -> breaker state (build_services)
         self.knowledge_graph: Callable[[], GraphFigures] | None = None  # set by build_services with the graph on
+        self.dream: Callable[[], dict] | None = None  # dream counters (DreamCounters.snapshot) with dream mode on
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 

@@ -68,6 +68,8 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("kg_nodes", ("name_sealed", "aliases_sealed")),
     SealedTable("kg_edges", ("relation_sealed",)),
     SealedTable("kg_events", ("data_sealed",), key=("user_id", "seq"), row_id="user_id || ':' || seq"),
+    SealedTable("dream_journal", ("details_sealed", "before_sealed", "after_sealed")),
+    SealedTable("dream_insights", ("title_sealed", "content_sealed")),
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

@@ -221,3 +221,74 @@ def m018_knowledge_graph(db: Connection) -> None:
         );
         """
     )
+
+
+@migration
+def m019_dream_mode(db: Connection) -> None:
+    """Dream mode (assistant/dream/): sessions, their journal, and insights. Journal details and
+    before/after snapshots, and insight titles and contents, are sealed like memory text; affected ids,
+    counts and states are not (they say which rows changed, not what they say). ``op_key`` makes an
+    operation idempotent per user: a planned change already applied is skipped on replay."""
+    db.executescript(
+        """
+        CREATE TABLE dream_sessions (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            current_cycle INTEGER NOT NULL DEFAULT 0,
+            total_cycles INTEGER NOT NULL,
+            phase TEXT NOT NULL DEFAULT 'nrem',
+            trigger TEXT NOT NULL DEFAULT 'schedule',
+            paused_reason TEXT,
+            reason TEXT,
+            counts TEXT NOT NULL DEFAULT '{}',
+            created_ts REAL NOT NULL,
+            started_ts REAL,
+            completed_ts REAL,
+            updated_ts REAL NOT NULL
+        );
+        CREATE INDEX dream_sessions_user ON dream_sessions (user_id, created_ts);
+        CREATE TABLE dream_journal (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES dream_sessions (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            cycle_number INTEGER NOT NULL,
+            phase TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            status TEXT NOT NULL,
+            op_key TEXT NOT NULL,
+            details_sealed BLOB NOT NULL,
+            memory_ids TEXT NOT NULL DEFAULT '[]',
+            node_ids TEXT NOT NULL DEFAULT '[]',
+            edge_ids TEXT NOT NULL DEFAULT '[]',
+            before_sealed BLOB,
+            after_sealed BLOB,
+            error TEXT,
+            created_ts REAL NOT NULL
+        );
+        CREATE UNIQUE INDEX dream_journal_seq ON dream_journal (session_id, seq);
+        CREATE INDEX dream_journal_key ON dream_journal (user_id, op_key);
+        CREATE INDEX dream_journal_created ON dream_journal (created_ts);
+        CREATE TABLE dream_insights (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            session_id TEXT,
+            insight_type TEXT NOT NULL,
+            title_sealed BLOB NOT NULL,
+            content_sealed BLOB NOT NULL,
+            confidence REAL NOT NULL,
+            status TEXT NOT NULL,
+            evidence_count INTEGER NOT NULL DEFAULT 0,
+            source_memory_ids TEXT NOT NULL DEFAULT '[]',
+            embedding BLOB,
+            insight_key TEXT NOT NULL,
+            memory_id TEXT,
+            created_ts REAL NOT NULL,
+            updated_ts REAL NOT NULL,
+            last_evidence_ts REAL
+        );
+        CREATE UNIQUE INDEX dream_insights_key ON dream_insights (user_id, insight_key);
+        CREATE INDEX dream_insights_user ON dream_insights (user_id, status);
+        """
+    )

@@ -27,6 +27,8 @@ from assistant.chat.tool_loop import ToolRecord
 from assistant.chat.tool_runs import ToolRunStore
 from assistant.config import MemorySettings
 from assistant.crypto import SealContext, SealedValueMismatch, Sealer
+from assistant.dream.store import DreamStore
+from assistant.dream.types import EntryStatus, InsightType, Operation, Phase
 from assistant.embeddings.hashing import HashingEmbedder
 from assistant.graph.store import GraphStore
 from assistant.graph.types import NodeKind
@@ -63,6 +65,7 @@ class Stores:
         self.approvals = ApprovalStore(self.db, self.sealer)
         self.audit = AuditLog(self.db, self.sealer)
         self.graph = GraphStore(self.db, self.sealer)
+        self.dream = DreamStore(self.db, self.sealer)
 
 
 @pytest.fixture
@@ -192,6 +195,26 @@ def _relation_read(s: Stores, user: str, edge_id: str) -> str:
     return " ".join(e.relation for e in s.graph.edges_of(user, subject))
 
 
+def _journal(s: Stores, user: str, text: str, column: str) -> str:
+    session = s.dream.create_session(user, 1, "manual")
+    entry = s.dream.begin_entry(session, 1, Phase.NREM, Operation.DECAY_APPLIED, f"k {uuid4().hex[:6]}",
+                                {"note": text} if column == "details" else {}, before={"text": text}
+                                if column == "before" else None)
+    s.dream.finish_entry(entry, EntryStatus.APPLIED, after={"text": text} if column == "after" else None)
+    return entry.id
+
+
+def _journal_read(s: Stores, user: str, entry_id: str) -> str:
+    e = s.dream.entry(user, entry_id)
+    return str([e.details, e.before_snapshot, e.after_snapshot])
+
+
+def _insight(s: Stores, user: str, text: str, column: str) -> str:
+    insight, _ = s.dream.add_insight(user, InsightType.PATTERN, text if column == "title" else "t",
+                                     text if column == "content" else "c", 0.5, [], f"k {uuid4().hex[:6]}")
+    return insight.id
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -228,6 +251,13 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
     ("kg_nodes", "aliases_sealed"): (_alias, lambda s, u, r: str(s.graph.node(u, r).aliases)),
     ("kg_edges", "relation_sealed"): (_relation, _relation_read),
     ("kg_events", "data_sealed"): (_graph_event, lambda s, u, r: str([e[2] for e in s.graph.events(u)])),
+    ("dream_journal", "details_sealed"): (lambda s, u, t: _journal(s, u, t, "details"), _journal_read),
+    ("dream_journal", "before_sealed"): (lambda s, u, t: _journal(s, u, t, "before"), _journal_read),
+    ("dream_journal", "after_sealed"): (lambda s, u, t: _journal(s, u, t, "after"), _journal_read),
+    ("dream_insights", "title_sealed"): (lambda s, u, t: _insight(s, u, t, "title"),
+                                         lambda s, u, r: s.dream.insight(u, r).title),
+    ("dream_insights", "content_sealed"): (lambda s, u, t: _insight(s, u, t, "content"),
+                                           lambda s, u, r: s.dream.insight(u, r).content),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,
