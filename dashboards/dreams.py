@@ -263,16 +263,17 @@ class DreamsView(pn.viewable.Viewer):
         self.timeline = pn.pane.Plotly(sizing_mode="stretch_width", height=260)
         self.sessions_table = pn.widgets.Tabulator(
             sessions_frame([]), disabled=True, show_index=False, selectable=1, hidden_columns=["id"],
-            sizing_mode="stretch_width", height=260)
+            sizing_mode="stretch_width", height=260, css_classes=["dream-sessions"])
         self.sessions_table.param.watch(self._session_picked, "selection")
         self.journal_table = pn.widgets.Tabulator(
             journal_frame([]), disabled=True, show_index=False, selectable=1, hidden_columns=["id"],
-            sizing_mode="stretch_width", height=300, pagination="local", page_size=50)
+            sizing_mode="stretch_width", height=300, pagination="local", page_size=50,
+            css_classes=["dream-journal"])
         self.journal_table.param.watch(self._entry_picked, "selection")
-        self.diff = pn.pane.HTML(diff_html(None), sizing_mode="stretch_width")
+        self.diff = pn.pane.HTML(diff_html(None), sizing_mode="stretch_width", css_classes=["dream-diff"])
         self.insights_table = pn.widgets.Tabulator(
             insights_frame([]), disabled=True, show_index=False, hidden_columns=["id"], sizing_mode="stretch_width",
-            buttons={"confirm": "Confirm", "dismiss": "Dismiss"})
+            buttons={"confirm": "Confirm", "dismiss": "Dismiss"}, css_classes=["dream-insights"])
         self.insights_table.on_click(self._insight_clicked)
         self.callback: pn.io.callbacks.PeriodicCallback | None = None
         self.refresh()
