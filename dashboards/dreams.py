@@ -429,7 +429,7 @@ class DreamsView(pn.viewable.Viewer):
             pn.Row("## Dreams", self.trigger_button, self.status, sizing_mode="stretch_width"),
             self.message,
             self.timeline,
-            pn.Row(pn.Column("### Sessions", self.sessions_table, sizing_mode="stretch_width"),
+            pn.Row(pn.Column("### Sessions", self.sessions_table, width=620),
                    pn.Column("### Journal", filters, self.journal_table, self.diff, sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
             pn.Row("### Insights", pn.Param(self, parameters=["insight_status"], show_name=False,
