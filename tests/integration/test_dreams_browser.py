@@ -10,47 +10,28 @@ console error and fetches nothing from outside loopback. Screenshots: ``tests/ar
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from assistant.dream.types import InsightType
-from tests.integration.support import free_port, serve
+from tests.integration.browser import CHROMIUM, FLAGS, ROOT, loopback_only, panel_serve, plot_js
+from tests.integration.support import serve
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 MEMORIES = ["I live in Lisbon with my sister Ana.", "I live in Lisbon with my sister Ana.",  # an exact duplicate
             "My favourite dish is risotto.", "my favourite dish is   risotto", "I run every Sunday morning.",
             "I started learning the cello in March.", "Ana works as a nurse at the hospital."]
 INSIGHT = "Runs on Sunday mornings"
 
-# The y labels of the timeline's bars: Panel renders inside shadow roots, so walk them.
-TIMELINE_JS = """() => {
-  const find = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('js-plotly-plot')) return el;
-      if (el.shadowRoot) { const hit = find(el.shadowRoot); if (hit) return hit; }
-    }
-    return null;
-  };
-  const plot = find(document);
-  if (!plot || !plot.data) return null;
-  return plot.data.flatMap((t) => Array.from(t.y || []).map((y) => t.name + '|' + y));
-}"""
+# "<trace name>|<y label>" of every bar of the timeline
+TIMELINE_JS = plot_js("return plot.data.flatMap((t) => Array.from(t.y || []).map((y) => t.name + '|' + y));")
 
 
 def wait_for(probe: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 60.0) -> Any:
@@ -73,86 +54,53 @@ def test_a_triggered_session_its_journal_and_a_confirmed_insight(tmp_path: Path)
         user = str(live.services.keys.authenticate(key).user_id)
         ids = [live.services.memory.add(user, text).id for text in MEMORIES]
         insight, _ = live.services.dream.store.add_insight(
-            user, InsightType.PATTERN, INSIGHT, "Four memories mention a run on a Sunday morning.", 0.8, ids[4:5],
+            user, InsightType.PATTERN, INSIGHT, "You mention running every Sunday morning.", 0.8, ids[4:5],
             key="browser-test-pattern")
         api = httpx.Client(base_url=f"{live.base_url}/v1/dream", headers=headers, timeout=30)
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ASSISTANT_API_URL": live.base_url, "ASSISTANT_API_KEY": key}
-        log_path = tmp_path / "panel.log"
+        env = {"ASSISTANT_API_URL": live.base_url, "ASSISTANT_API_KEY": key}
         outside: list[str] = []
         errors: list[str] = []
-        with log_path.open("wb") as log:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "panel", "serve", "dashboards/dreams.py", "--address", "127.0.0.1",
-                 "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}"],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-            url = f"http://127.0.0.1:{port}/dreams"
-            try:
-                def up() -> bool:
-                    assert server.poll() is None, log_path.read_text()
-                    try:
-                        return httpx.get(url, timeout=5).status_code == 200
-                    except httpx.HTTPError:
-                        return False
+        with api, panel_serve("dreams", tmp_path / "panel.log", env) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page: Page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            loopback_only(page, outside)
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(url)
+            wait_for(lambda: page.evaluate(TIMELINE_JS), lambda v: v is not None, "the timeline")
+            page.get_by_text("No dream session yet").first.wait_for(timeout=30_000)
 
-                wait_for(up, bool, "panel serve")
-                with sync_playwright() as p:
-                    browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-                    page: Page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            # a session triggered from the test appears on the timeline
+            started = api.post("/trigger", json={})
+            assert started.status_code in (200, 201, 202), started.text
+            session = started.json()
+            done = wait_for(lambda: api.get(f"/sessions/{session['id']}").json(),
+                            lambda s: s["status"] in ("completed", "failed"), "the session to end", 120)
+            assert done["status"] == "completed", done
+            label = f"{session['id'][:8]} · completed"
+            bars = wait_for(lambda: page.evaluate(TIMELINE_JS) or [], lambda v: f"completed|{label}" in v,
+                            "the session on the timeline")
+            journal = api.get(f"/sessions/{session['id']}/journal").json()
+            assert journal["total"] > 0, "the night journaled nothing over planted duplicates"
+            assert all(f"{phase}|{label}" in bars for phase in {e["phase"] for e in journal["entries"]})
 
-                    def guard(route):
-                        if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
-                            outside.append(route.request.url)
-                            route.abort()
-                        else:
-                            route.continue_()
+            # its journal rows render; a row shows its diff
+            rows = page.locator(".dream-journal .tabulator-row")
+            wait_for(rows.count, lambda n: n > 0, "the journal rows")  # those in view (Tabulator's virtual DOM)
+            first = journal["entries"][0]
+            assert first["operation"] in rows.first.inner_text()
+            rows.first.click()
+            page.locator(".dream-diff").get_by_text(first["operation"]).first.wait_for(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "dreams.png"), full_page=True)
 
-                    page.route("**/*", guard)
-                    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-                    page.on("pageerror", lambda exc: errors.append(str(exc)))
-                    page.goto(url)
-                    wait_for(lambda: page.evaluate(TIMELINE_JS), lambda v: v is not None, "the timeline")
-                    page.get_by_text("No dream session yet").first.wait_for(timeout=30_000)
-
-                    # a session triggered from the test appears on the timeline
-                    started = api.post("/trigger", json={})
-                    assert started.status_code in (200, 201, 202), started.text
-                    session = started.json()
-                    done = wait_for(lambda: api.get(f"/sessions/{session['id']}").json(),
-                                    lambda s: s["status"] in ("completed", "failed"), "the session to end", 120)
-                    assert done["status"] == "completed", done
-                    label = f"{session['id'][:8]} · completed"
-                    bars = wait_for(lambda: page.evaluate(TIMELINE_JS) or [],
-                                    lambda v: f"completed|{label}" in v, "the session on the timeline")
-                    journal = api.get(f"/sessions/{session['id']}/journal").json()
-                    assert journal["total"] > 0, "the night journaled nothing over planted duplicates"
-                    phases = {e["phase"] for e in journal["entries"]}
-                    assert all(f"{phase}|{label}" in bars for phase in phases)
-
-                    # its journal rows render; a row shows its diff
-                    rows = page.locator(".dream-journal .tabulator-row")
-                    wait_for(rows.count, lambda n: n > 0, "the journal rows")  # those in view (Tabulator's virtual DOM)
-                    first = journal["entries"][0]
-                    assert first["operation"] in rows.first.inner_text()
-                    rows.first.click()
-                    page.locator(".dream-diff").get_by_text(first["operation"]).first.wait_for(timeout=30_000)
-                    page.screenshot(path=str(ARTIFACTS / "dreams.png"), full_page=True)
-
-                    # confirm an insight with its row's button, through the API
-                    row = page.locator(".dream-insights .tabulator-row", has_text=INSIGHT)
-                    row.get_by_text("Confirm", exact=True).click()
-                    confirmed = wait_for(lambda: api.get(f"/insights/{insight.id}").json(),
-                                         lambda i: i["status"] != "active", "the insight to change")
-                    assert confirmed["status"] == "confirmed"
-                    page.get_by_text("is now").first.wait_for(timeout=30_000)
-                    page.screenshot(path=str(ARTIFACTS / "dreams_confirmed.png"), full_page=True)
-                    browser.close()
-            finally:
-                server.terminate()
-                try:
-                    server.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                api.close()
+            # confirm an insight with its row's button, through the API
+            row = page.locator(".dream-insights .tabulator-row", has_text=INSIGHT)
+            row.get_by_text("Confirm", exact=True).click()
+            confirmed = wait_for(lambda: api.get(f"/insights/{insight.id}").json(),
+                                 lambda i: i["status"] != "active", "the insight to change")
+            assert confirmed["status"] == "confirmed"
+            page.get_by_text("is now").first.wait_for(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "dreams_confirmed.png"), full_page=True)
+            browser.close()
     assert outside == []  # everything the page needs is served locally
     assert errors == [], errors

@@ -14,14 +14,9 @@ Screenshots are left in the test's tmp_path.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -31,13 +26,10 @@ from assistant.config import Settings
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind
 from assistant.services import Services, build_services
 from assistant.testing.graph import ScriptedExtractor
-from tests.integration.support import free_port, serve
+from tests.integration.browser import CHROMIUM, FLAGS, loopback_only, panel_serve, plot_js
+from tests.integration.support import serve
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 DAY = 86_400.0
 P, L, T = NodeKind.PERSON, NodeKind.PLACE, NodeKind.THING
 SCRIPTS = {  # entities and facts, so that edges are drawn
@@ -53,20 +45,8 @@ SCRIPTS = {  # entities and facts, so that edges are drawn
 MEMORIES = [(2.0, "Anna met Tom in Paris"), (1.0, "Anna and Lena went to Rome"), (0.3, "Tom cooked Risotto for Lena")]
 NEW_MEMORY = "Lena moved to Lisbon"
 
-# The nodes of the plotly figure: Panel renders inside shadow roots, so walk them.
-NODE_NAMES_JS = """() => {
-  const find = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.classList && el.classList.contains('js-plotly-plot')) return el;
-      if (el.shadowRoot) { const hit = find(el.shadowRoot); if (hit) return hit; }
-    }
-    return null;
-  };
-  const plot = find(document);
-  if (!plot || !plot.data) return null;
-  const nodes = plot.data.find((t) => t.name === 'nodes');
-  return nodes ? Array.from(nodes.text || []) : null;
-}"""
+NODE_NAMES_JS = plot_js("""const nodes = plot.data.find((t) => t.name === 'nodes');
+  return nodes ? Array.from(nodes.text || []) : null;""")
 
 
 def remember_days_ago(services: Services, user: str) -> int:
@@ -94,54 +74,21 @@ def wait_for(page: Page, predicate: Callable[[list[str] | None], bool], timeout:
 def run_dashboard(tmp_path: Path, env: dict[str, str], args: list[str], expected: int,
                   write: Callable[[], None]) -> None:
     """Serve the dashboard, check ``expected`` nodes are drawn, ``write`` the new memory, check it shows."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    log_path = tmp_path / "panel.log"
     outside: list[str] = []
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "panel", "serve", "dashboards/knowledge_graph.py", "--address", "127.0.0.1",
-             "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}", *args],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}/knowledge_graph"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(url, timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert server.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, "panel serve did not start"
-                time.sleep(0.3)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-                page = browser.new_page(viewport={"width": 1400, "height": 800})
-
-                def guard(route):
-                    if urlparse(route.request.url).hostname not in ("127.0.0.1", "localhost"):
-                        outside.append(route.request.url)
-                        route.abort()
-                    else:
-                        route.continue_()
-
-                page.route("**/*", guard)
-                page.goto(url)
-                names = wait_for(page, lambda names: names is not None)
-                assert len(names) == expected, log_path.read_text()
-                page.screenshot(path=str(tmp_path / "knowledge_graph.png"))
-                write()
-                names = wait_for(page, lambda names: "Lisbon" in names, timeout=30)
-                assert len(names) == expected + 1
-                page.screenshot(path=str(tmp_path / "knowledge_graph_live.png"))
-                browser.close()
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    log_path = tmp_path / "panel.log"
+    with panel_serve("knowledge_graph", log_path, env, args) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        loopback_only(page, outside)
+        page.goto(url)
+        names = wait_for(page, lambda names: names is not None)
+        assert len(names) == expected, log_path.read_text()
+        page.screenshot(path=str(tmp_path / "knowledge_graph.png"))
+        write()
+        names = wait_for(page, lambda names: "Lisbon" in names, timeout=30)
+        assert len(names) == expected + 1
+        page.screenshot(path=str(tmp_path / "knowledge_graph_live.png"))
+        browser.close()
     assert outside == []  # everything the page needs is served locally
 
 
