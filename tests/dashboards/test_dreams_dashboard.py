@@ -41,8 +41,8 @@ def dream_services(make_settings, make_services, monkeypatch: pytest.MonkeyPatch
     def apply(deps, entry) -> Applied:
         return Applied(after={**(entry.before_snapshot or {}), "importance": 0.7})
 
+    services = make_services(make_settings(dream={"max_cycles": 2}))  # registers the real appliers: then replace
     monkeypatch.setitem(APPLIERS, Operation.DECAY_APPLIED, apply)
-    services = make_services(make_settings(dream={"max_cycles": 2}))
     services.memory.add(USER, "I live in Lisbon.")
     services.dream.nrem_steps, services.dream.rem_steps = [Decays("nrem")], [Decays("rem", times=1)]
     return services
