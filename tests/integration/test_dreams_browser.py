@@ -104,3 +104,42 @@ def test_a_triggered_session_its_journal_and_a_confirmed_insight(tmp_path: Path)
             browser.close()
     assert outside == []  # everything the page needs is served locally
     assert errors == [], errors
+
+
+def test_in_process_the_dream_now_button_starts_a_session(tmp_path: Path) -> None:
+    """Served on a data directory no server holds (``--args CONFIG``): the page's own *Dream now* button
+    starts a session in the dashboard's process; it shows on the timeline and journals its operations."""
+    from assistant.config import Settings
+    from assistant.services import build_services
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\ndata_dir = "{tmp_path / "data"}"\n[inference]\nbackend = "scripted"\n'
+                      '[memory]\nembedding_backend = "hashing"\n[dream]\nmax_cycles = 2\n')
+    services = build_services(Settings.load(str(config)))
+    try:
+        owner = str(services.keys.owner_user_id())  # the dashboard's default user
+        for text in MEMORIES:
+            services.memory.add(owner, text)
+    finally:
+        services.close()
+    outside: list[str] = []
+    errors: list[str] = []
+    env = {"ASSISTANT_API_URL": ""}
+    with panel_serve("dreams", tmp_path / "panel.log", env, ["--args", str(config)]) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page: Page = browser.new_page(viewport={"width": 1500, "height": 1300})
+        loopback_only(page, outside)
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.get_by_text("No dream session yet").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name="Dream now").click()
+        bars = wait_for(lambda: page.evaluate(TIMELINE_JS) or [], lambda v: any(b.startswith("completed|") for b in v),
+                        "a completed session on the timeline", 120)
+        assert len({b.split("|")[1] for b in bars}) == 1  # one session
+        wait_for(page.locator(".dream-journal .tabulator-row").count, lambda n: n > 0, "the journal rows")
+        page.screenshot(path=str(ARTIFACTS / "dreams_in_process.png"), full_page=True)
+        browser.close()
+    assert outside == []
+    assert errors == [], errors
