@@ -152,12 +152,19 @@ class DreamEngine:
     """Synchronous engine calls for the dream's worker thread (see the module docstring)."""
 
     def __init__(self, queue: InferenceQueue, *, timeout_secs: float = TIMEOUT_SECS, yield_secs: float = YIELD_SECS):
-        self.queue = queue
+        self._queue = weakref.ref(queue)  # weak: the engine is kept per queue, for as long as the queue lives
         self.timeout_secs = timeout_secs
         self.yield_secs = yield_secs
         self._loop: asyncio.AbstractEventLoop | None = None
         self._own: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+
+    @property
+    def queue(self) -> InferenceQueue:
+        queue = self._queue()
+        if queue is None:
+            raise EngineFailed("the inference queue was closed")
+        return queue
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -172,8 +179,9 @@ class DreamEngine:
             return self._loop
         with self._lock:
             if self._own is None:
-                self._own = asyncio.new_event_loop()
-                threading.Thread(target=self._own.run_forever, name="dream-engine-loop", daemon=True).start()
+                self._own = loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="dream-engine-loop", daemon=True).start()
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)  # the thread ends with the engine
             return self._own
 
     def propose(self, memories: Sequence[tuple[str, str, str]], *, model: str | None = None,
