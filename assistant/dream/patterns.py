@@ -4,7 +4,8 @@ The input is :class:`Occurrences`: for each memory of the window (``rem.pattern_
 it was written and the *items* it mentions: knowledge-graph nodes, or, without a graph, the
 recurring terms of its text (:func:`terms_of`). Each detector tests a null model and reports a
 :class:`Finding` only when the tail probability, Bonferroni-adjusted for the number of tests it
-made, is at most ``alpha`` (0.01):
+made, is at most ``alpha`` (0.05, the usual family-wise level: Bonferroni is conservative, and a week of a
+person's memories is a small sample):
 
 - **recurring** item: mentioned by ``k`` of the window's ``n`` memories where its baseline rate
   ``p`` predicts fewer. ``p = (b + A x m) / (B + A)``: ``b`` of the ``B`` memories of the baseline
@@ -24,9 +25,9 @@ made, is at most ``alpha`` (0.01):
 - **connection** (:func:`connections`): two nodes linked through a third (two edges, each stated by
   some memory) that no single memory mentions together and that no edge joins directly.
 
-Confidence from a p-value: ``s / (s + 2)`` with ``s = -log10(p_adjusted)``: 0.5 at the 0.01 cut,
-0.67 at 1e-4, 0.75 at 1e-6, towards 1 for overwhelming evidence (so it orders findings and can pass
-``surfacing_confidence_threshold`` only when the evidence is strong). A connection's confidence is
+Confidence from a p-value: ``s / (s + 2)`` with ``s = -log10(p_adjusted)``: 0.39 at the 0.05 cut,
+0.5 at 0.01, 0.67 at 1e-4, 0.75 at 1e-6, towards 1 for overwhelming evidence (so it orders findings,
+and only a pattern with p <= 0.01 reaches ``surfacing_confidence_threshold`` 0.5). A connection's confidence is
 the product of its two edges' weights (how firmly the graph holds each fact).
 
 scipy (already a dependency, for audio resampling) gives exact binomial and hypergeometric tails.
@@ -46,7 +47,7 @@ from scipy import stats
 
 from assistant.memory.keywords import STOP_WORDS
 
-ALPHA = 0.01  # the adjusted p-value a finding must reach
+ALPHA = 0.05  # the adjusted p-value a finding must reach
 MIN_COUNT = 3  # memories an item (or a pair, or a bucket) needs before it is tested at all
 PRIOR_MEMORIES = 10.0  # A: pseudo-memories at the window's average rate in the baseline
 BASELINE_WINDOWS = 4  # the baseline: this many windows before the current one
@@ -226,7 +227,9 @@ def connections(edges: Sequence[tuple[str, str, float, str]], mentions: Mapping[
     """Pairs (a, c) linked through b by two valid edges ``(subject, object, weight, relation)``,
     where no memory mentions both a and c (``mentions``: node -> memory ids) and no edge joins
     them; b is a recent node (mentioned in the window) linking at most ``MAX_MIDDLE_DEGREE`` nodes.
-    Each edge of the path must be stated by a memory (a and b mentioned together, b and c too)."""
+    Each edge of the path must be stated by a memory (a and b mentioned together, b and c too).
+    Nodes in ``exclude`` (the user themself, keyphrase topics and dates: they link everything to
+    everything) take no part. One path per pair, the strongest."""
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for s, o, w, rel in edges:
         if s == o or s in exclude or o in exclude:
@@ -261,8 +264,11 @@ def connections(edges: Sequence[tuple[str, str, float, str]], mentions: Mapping[
                 confidence, 0.0, tuple(first[:3] + second[:3]),
                 {"path": [a, middle, c], "relations": [r1, r2], "weights": [round(w1, 4), round(w2, 4)],
                  "middle_degree": len(around)}, bucket=middle))
-    found.sort(key=lambda f: (-f.confidence, len(f.statistic["path"]), f.subject))
-    return found[:limit]
+    found.sort(key=lambda f: (-f.confidence, f.statistic["middle_degree"], f.subject, f.bucket))
+    best_path: dict[tuple[str, ...], Finding] = {}
+    for f in found:  # one path per pair: the strongest, through the most specific middle
+        best_path.setdefault(f.subject, f)
+    return list(best_path.values())[:limit]
 
 
 # --- the text fallback (no graph) -----------------------------------------------------------------

@@ -15,8 +15,9 @@ operation whose applier stores it, see :mod:`journal`):
    mention, or, without a graph (or before it has read them), over the words of their text (opened
    in memory only). Each finding: a ``pattern`` insight (``PatternDetected``; the statistic in the
    details).
-3. **connections** (:class:`ConnectionStep`, graph only): two entities linked through a third in
-   different memories that no memory links directly: a ``connection`` insight (``PatternDetected``
+3. **connections** (:class:`ConnectionStep`, graph only): two entities (people, places,
+   organisations, events, things: not keyphrase topics or dates, which link everything) linked
+   through a third in different memories that no memory links directly: a ``connection`` insight (``PatternDetected``
    with ``insight_type`` connection). No ``EdgeCreated``: graph-aware retrieval already follows two
    hops (``knowledge_graph.max_hops``), so an edge would reach nothing new, while it would put into
    the graph, among the facts memories state, a relation no memory states; the insight keeps the
@@ -52,7 +53,7 @@ from assistant.dream.engine import MAX_MEMORIES, EngineFailed, Proposal, engine_
 from assistant.dream.journal import Applied, applier
 from assistant.dream.session import PhaseContext, Step
 from assistant.dream.types import InsightStatus, InsightType, JournalEntry, Operation
-from assistant.graph.types import ME
+from assistant.graph.types import ME, NodeKind
 from assistant.memory.types import MemoryType
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ EVIDENCE_THRESHOLD = 0.55
 EVIDENCE_GAIN = 0.25
 MAX_WINDOW_MEMORIES = 5000  # newest memories of a window the detectors read
 MAX_SOURCES = 20  # source memory ids kept on a pattern insight (the newest)
+CONNECTION_EXCLUDED_KINDS = {NodeKind.TOPIC.value, NodeKind.DATE.value}  # keyphrases and dates connect everything
 MIN_ENGINE_MEMORIES = 3  # fewer memories in a batch: no engine call
 # Not the user's own memories of the period: what dream mode made, and what was set aside.
 EXCLUDED_TYPES = (MemoryType.ARCHIVED.value, MemoryType.QUARANTINED.value, MemoryType.DREAM_INSIGHT.value,
@@ -239,8 +241,9 @@ class ConnectionStep:
             for node, mems in deps.graph.memories_of_nodes(user, ordered[start:start + 500]).items():
                 mentions[node] = set(mems)
         names = dict(zip(snap.ids, snap.names, strict=True))
-        me = {n for n, name in names.items() if name == ME}
-        for finding in P.connections(edges, mentions, recent, names, exclude=me):
+        vague = {n for n, name, kind in zip(snap.ids, snap.names, snap.kinds, strict=True)
+                 if name == ME or kind in CONNECTION_EXCLUDED_KINDS}
+        for finding in P.connections(edges, mentions, recent, names, exclude=vague):
             if not _record_finding(ctx, finding, InsightType.CONNECTION, win):
                 return
 

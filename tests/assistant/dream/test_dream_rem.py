@@ -47,7 +47,7 @@ def test_an_item_mentioned_far_more_than_its_baseline_recurs() -> None:
     s = finding.statistic
     assert finding.kind == "recurring" and finding.subject == ("porto",)
     assert s["observed"] == 8 and s["memories"] == 20 and s["expected"] < 1.0
-    assert s["p_value"] <= P.ALPHA and finding.confidence >= 0.5
+    assert s["p_value"] <= P.ALPHA and finding.confidence >= P.confidence_of(P.ALPHA)
     assert finding.sources == tuple(f"m{i}" for i in range(8))
     # as frequent as before: no pattern
     same = occurrences(items, baseline_memories=200, baseline_counts={"porto": 80})
