@@ -40,6 +40,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import combinations
 
 import numpy as np
@@ -75,10 +76,19 @@ class Occurrences:
         return len(self.memory_ids)
 
     def counts(self) -> Counter[str]:
-        return Counter(item for items in self.items for item in items)
+        return Counter({item: len(rows) for item, rows in self._rows.items()})
 
     def memories_of(self, item: str) -> list[int]:
-        return [i for i, items in enumerate(self.items) if item in items]
+        """Positions of the memories that mention ``item``, in order."""
+        return self._rows.get(item, [])
+
+    @cached_property
+    def _rows(self) -> dict[str, list[int]]:
+        rows: dict[str, list[int]] = {}
+        for i, items in enumerate(self.items):
+            for item in items:
+                rows.setdefault(item, []).append(i)
+        return rows
 
 
 @dataclass(frozen=True)

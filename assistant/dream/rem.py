@@ -8,8 +8,12 @@ operation whose applier stores it, see :mod:`journal`):
    (each supporting memory removes a quarter of the remaining doubt: 0.3 -> 0.475 -> 0.606 ->
    0.705). Journaled as ``HypothesisGenerated`` with ``details.evidence`` (the memories, their
    cosines, confidence and count before and after: the applier *sets* the after values, so a replay
-   changes nothing twice). 0.55: MiniLM puts two wordings of one claim at 0.6-0.9 and sentences that
-   merely share a topic at 0.3-0.5.
+   changes nothing twice). 0.55, from MiniLM's cosines with "You may be planning to move to Porto.
+   You have been looking at flats in Porto.": "I am thinking about moving to Porto next year." .73,
+   "I viewed two apartments in Porto today." .68, "The estate agent in Porto called about the
+   flat." .61, but "Porto won the football match." (a shared name) .38, "Dinner with Sam" .14. It
+   is conservative: indirect support ("Ran 25 km this morning" for a marathon hypothesis, .45)
+   does not count.
 2. **patterns** (:class:`PatternStep`): the statistical detectors of :mod:`patterns` (recurring
    items, times, co-occurrences; no model) over the knowledge-graph nodes the window's memories
    mention, or, without a graph (or before it has read them), over the words of their text (opened
