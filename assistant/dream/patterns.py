@@ -13,12 +13,13 @@ person's memories is a small sample):
   rate per item, with ``A = PRIOR_MEMORIES`` pseudo-memories (so a user without history still has
   a null model: an item as frequent as the others is not a pattern). Test: binomial upper tail
   ``P(X >= k | n, p)``.
-- **time**: of an item's ``k`` window memories, ``c`` fall in one part of the day (night 0-6,
-  morning 6-12, afternoon 12-18, evening 18-24, UTC: memories carry no time zone) or on one
-  weekday, where the user's own distribution of memories over those buckets (all their memories,
-  Laplace-smoothed) gives share ``q``. Test: ``P(X >= c | k, q)``, adjusted for items x buckets.
-  Memories imported in bulk share one timestamp, so their user's share of that bucket is ~1 and
-  nothing is reported for them.
+- **time**: an item came up in ``k`` distinct units, ``c`` of them in one bucket: a part of the
+  day (night 0-6, morning 6-12, afternoon 12-18, evening 18-24, UTC: memories carry no time zone;
+  the unit is a (day, part of the day) pair) or a weekday (the unit is a day). Units, not memories:
+  the twenty messages of one evening's chat are one observation, not twenty (counted per memory, a
+  LoCoMo speaker was "mostly in the morning" at p < 1e-10 because her sessions were). The user's own
+  units over all their memories (Laplace-smoothed) give the bucket's share ``q``. Test:
+  ``P(X >= c | k, q)``, adjusted for items x buckets.
 - **co-occurrence**: two items, mentioned by ``k_a`` and ``k_b`` memories, are mentioned together
   by ``c`` of them. Test: hypergeometric upper tail ``P(X >= c)`` for ``k_b`` draws from ``n``
   memories of which ``k_a`` mention the first, adjusted for the pairs tested.
@@ -120,10 +121,14 @@ def hypergeometric_tail(c: int, n: int, k_a: int, k_b: int) -> float:
 
 
 def shares(times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A user's share of memories per part of the day and per weekday (Laplace-smoothed)."""
-    parts, days = buckets(times)
-    part_share = (np.bincount(parts, minlength=4) + 1.0) / (len(times) + 4.0)
-    day_share = (np.bincount(days, minlength=7) + 1.0) / (len(times) + 7.0)
+    """A user's share of (day, part of the day) units per part of the day, and of active days per
+    weekday (Laplace-smoothed): the null model of :func:`times`, in the same units."""
+    parts, weekdays = buckets(times)
+    days = np.floor(np.asarray(times, dtype=np.float64) / 86_400.0).astype(np.int64)
+    everything = np.arange(len(days))
+    part_units, day_units = _units(days, parts, everything), _units(days, weekdays, everything)
+    part_share = (np.bincount(part_units, minlength=4) + 1.0) / (len(part_units) + 4.0)
+    day_share = (np.bincount(day_units, minlength=7) + 1.0) / (len(day_units) + 7.0)
     return part_share, day_share
 
 
@@ -170,18 +175,25 @@ def recurring(occ: Occurrences, *, alpha: float = ALPHA, min_count: int = MIN_CO
     return _pick(out)
 
 
+def _units(days: np.ndarray, values: np.ndarray, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The bucket of each distinct (day, bucket) among ``rows``: many memories of one sitting count once."""
+    return np.array(sorted({(int(days[i]), int(values[i])) for i in rows}), dtype=np.int64).reshape(-1, 2)[:, 1]
+
+
 def times(occ: Occurrences, *, alpha: float = ALPHA, min_count: int = MIN_COUNT) -> list[Finding]:
     if len(occ) == 0:
         return []
-    parts, days = buckets(occ.times)
+    parts, weekdays = buckets(occ.times)
+    days = np.floor(np.asarray(occ.times, dtype=np.float64) / 86_400.0).astype(np.int64)
     tested = [item for item, k in occ.counts().items() if k >= min_count]
     out = []
     for item in tested:
         rows = occ.memories_of(item)
-        k = len(rows)
-        for kind, values, share, labels in (("day_part", parts, occ.day_part_share, DAY_PARTS),
-                                            ("weekday", days, occ.weekday_share, WEEKDAYS)):
-            hist = np.bincount(values[rows], minlength=len(labels))
+        for kind, values, share, labels, unit in (("day_part", parts, occ.day_part_share, DAY_PARTS, "times of day"),
+                                                  ("weekday", weekdays, occ.weekday_share, WEEKDAYS, "days")):
+            units = _units(days, values, rows)
+            k = len(units)
+            hist = np.bincount(units, minlength=len(labels))
             b = int(np.argmax(hist))
             c = int(hist[b])
             if c < min_count or c / k < MIN_SHARE:
@@ -193,12 +205,12 @@ def times(occ: Occurrences, *, alpha: float = ALPHA, min_count: int = MIN_COUNT)
             name = occ.names.get(item, item)
             out.append(Finding(
                 "time", (item,), f"{name}, mostly {labels[b]}",
-                f"{c} of the {k} memories that mention {name} were written {labels[b]}, where {q:.0%} of all your "
-                f"memories are (times in UTC).",
+                f"{name} came up on {k} different {unit}, {c} of them {labels[b]}, where {q:.0%} of yours are "
+                f"(times in UTC).",
                 confidence_of(adjusted), adjusted, tuple(occ.memory_ids[i] for i in rows if values[i] == b),
-                {"test": "binomial upper tail, Bonferroni", "bucket": f"{kind}:{b}", "observed": c, "mentions": k,
-                 "expected": round(k * q, 3), "user_share": round(q, 4), "p_value": adjusted,
-                 "tests": len(tested) * len(labels)},
+                {"test": "binomial upper tail over distinct (day, bucket) units, Bonferroni", "bucket": f"{kind}:{b}",
+                 "observed": c, "units": k, "mentions": len(rows), "expected": round(k * q, 3),
+                 "user_share": round(q, 4), "p_value": adjusted, "tests": len(tested) * len(labels)},
                 bucket=f"{kind}:{b}"))
     return _pick(out)
 
@@ -239,7 +251,8 @@ def connections(edges: Sequence[tuple[str, str, float, str]], mentions: Mapping[
     them; b is a recent node (mentioned in the window) linking at most ``MAX_MIDDLE_DEGREE`` nodes.
     Each edge of the path must be stated by a memory (a and b mentioned together, b and c too).
     Nodes in ``exclude`` (the user themself, keyphrase topics and dates: they link everything to
-    everything) take no part. One path per pair, the strongest."""
+    everything) take no part. One path per pair, the strongest; a node ends at most two paths (so
+    one well-connected entity does not fill the list)."""
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for s, o, w, rel in edges:
         if s == o or s in exclude or o in exclude:
@@ -275,10 +288,16 @@ def connections(edges: Sequence[tuple[str, str, float, str]], mentions: Mapping[
                 {"path": [a, middle, c], "relations": [r1, r2], "weights": [round(w1, 4), round(w2, 4)],
                  "middle_degree": len(around)}, bucket=middle))
     found.sort(key=lambda f: (-f.confidence, f.statistic["middle_degree"], f.subject, f.bucket))
-    best_path: dict[tuple[str, ...], Finding] = {}
-    for f in found:  # one path per pair: the strongest, through the most specific middle
-        best_path.setdefault(f.subject, f)
-    return list(best_path.values())[:limit]
+    out: list[Finding] = []
+    pairs: set[tuple[str, ...]] = set()
+    used: Counter[str] = Counter()
+    for f in found:  # one path per pair (the strongest); each node ends at most two of them
+        if f.subject in pairs or any(used[n] >= 2 for n in f.subject):
+            continue
+        pairs.add(f.subject)
+        used.update(f.subject)
+        out.append(f)
+    return out[:limit]
 
 
 # --- the text fallback (no graph) -----------------------------------------------------------------

@@ -16,8 +16,9 @@ operation whose applier stores it, see :mod:`journal`):
    does not count.
 2. **patterns** (:class:`PatternStep`): the statistical detectors of :mod:`patterns` (recurring
    items, times, co-occurrences; no model) over the knowledge-graph nodes the window's memories
-   mention, or, without a graph (or before it has read them), over the words of their text (opened
-   in memory only). Each finding: a ``pattern`` insight (``PatternDetected``; the statistic in the
+   mention (not the user themself, nor dates: a date comes up in the memories of its own day), or,
+   without a graph (or before it has read them), over the words of their text (opened in memory
+   only). Each finding: a ``pattern`` insight (``PatternDetected``; the statistic in the
    details).
 3. **connections** (:class:`ConnectionStep`, graph only): two entities (people, places,
    organisations, events, things: not keyphrase topics or dates, which link everything) linked
@@ -127,7 +128,9 @@ def window(deps: DreamDeps, user_id: str) -> Window | None:
         if any(mentioned.values()):
             snap = deps.graph.views.snapshot(user)
             names = dict(zip(snap.ids, snap.names, strict=True))
-            me = {n for n, name in names.items() if name == ME}
+            # the user themself, and dates (a date "keeps coming up" in the memories of its own day)
+            me = {n for n, name, kind in zip(snap.ids, snap.names, snap.kinds, strict=True)
+                  if name == ME or kind == NodeKind.DATE.value}
             base_counts: dict[str, int] = {}
             for nodes in _mentions(deps, user, [r["id"] for r in base]).values():
                 for node in nodes:
