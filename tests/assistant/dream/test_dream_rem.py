@@ -313,3 +313,39 @@ def test_later_supporting_memories_raise_a_hypothesis(rem) -> None:
     # the next night: no new memory, no new evidence
     services.dream.trigger("u1", background=False)
     assert deps.store.insight("u1", h.id).evidence_count == 2
+
+
+def test_a_pending_insight_entry_is_applied_once_after_a_crash(rem) -> None:
+    from assistant.dream.journal import APPLIERS
+    from assistant.dream.rem import insight_key
+    from assistant.dream.types import Phase
+
+    services = rem()
+    dream, store = services.dream, services.dream.store
+    [memory] = write(services, ["Ana climbs in Sintra."])
+    session = store.update_session(store.create_session("u1", 1, "manual"), status=SessionStatus.RUNNING,
+                                   started=True, current_cycle=1)
+    key = insight_key(dream.deps, InsightType.PATTERN, "recurring", "", "node-1")
+    details = {"insight_type": "pattern", "title": "Sintra keeps coming up", "content": "Often.", "confidence": 0.7,
+               "sources": [memory], "kind": "recurring", "statistic": {"p_value": 0.001}}
+    pending = store.begin_entry(session, 1, Phase.REM, Operation.PATTERN_DETECTED, key, details, memories=[memory])
+    [failed] = dream.recover()  # the restart applies it from the journal
+    assert failed.status is SessionStatus.FAILED
+    entry = store.entry("u1", pending.id)
+    assert entry.status is EntryStatus.APPLIED and entry.after_snapshot["title"] == "Sintra keeps coming up"
+    APPLIERS[Operation.PATTERN_DETECTED](dream.deps, entry)  # once more: nothing new
+    [insight], total = dream.insights.list("u1")
+    assert total == 1 and insight.session_id == session.id and insight.key == key
+
+
+def test_another_users_memories_never_reach_a_users_insights(rem, model: ScriptedChatModel) -> None:
+    services = rem()
+    mine = write(services, CLIMBING)
+    write(services, [f"Secret project Zephyr meeting {n} with Olga." for n in range(12)], user="u2")
+    model.enqueue(answer(("You climb a lot", 0.5, ["m1", "m2"])))
+    services.dream.trigger("u1", background=False)
+    insights = services.dream.insights.list("u1")[0]
+    assert insights and all(set(i.source_memory_ids) <= set(mine) for i in insights)
+    assert not any("Zephyr" in i.title or "Olga" in i.title for i in insights)
+    assert "Zephyr" not in model.calls[0][0][1].content
+    assert services.dream.insights.list("u2")[1] == 0
