@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from assistant.config import Settings  # noqa: E402
 from assistant.dream.rem import REM_STEPS  # noqa: E402
+from assistant.llm.catalog import DEFAULT_MODEL, install_model  # noqa: E402
 from assistant.memory import evaluation  # noqa: E402
 from assistant.services import build_services  # noqa: E402
 
@@ -54,9 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("ASSISTANT_TESTING", "1")  # the hashing embedder and the scripted engine
     data = Path(tempfile.mkdtemp(prefix="dream-rem-"))
+    inference: dict = {"backend": "scripted"}
+    if args.engine:  # the packaged model, installed once in the normal data directory
+        inference = {"backend": "llama-cpp", "threads": 2, "request_timeout_secs": 900,
+                     "model_path": str(install_model(DEFAULT_MODEL, Settings().data_dir))}
     settings = Settings.load(
         server={"data_dir": str(data)},
-        inference={"backend": "llama-cpp" if args.engine else "scripted", "threads": 2},
+        inference=inference,
         memory={"embedding_backend": "hashing" if args.hashing else "sentence-transformers"},
         knowledge_graph={"extractor": "rules"},
         dream={"max_cycles": 1, "rem": {"pattern_window_days": args.window_days}},
