@@ -30,7 +30,7 @@ dismissed are final.
   first, as many as fit in the characters left of the memory context, in a "Did you know?" section
   that presents them as quoted data (each a JSON string), never as instructions.
 
-``CONFIRMATION_THRESHOLD`` (0.6) stands for a proposed ``rem.confirmation_threshold`` setting: a
+``rem.confirmation_threshold`` (0.6, :data:`CONFIRMATION_THRESHOLD` its default): a
 hypothesis starts at >= 0.3 (``hypothesis_confidence_threshold``) and reaches 0.6 with about two
 supporting memories (``rem.EVIDENCE_GAIN``: 0.3 -> 0.475 -> 0.606).
 """
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from assistant.config import RemSettings
 from assistant.dream.journal import Applied, applier, apply_entry
 from assistant.dream.types import (
     USER_TRANSITIONS,
@@ -59,7 +60,7 @@ from assistant.memory.types import MemoryType
 if TYPE_CHECKING:
     from assistant.dream.deps import DreamDeps
 
-CONFIRMATION_THRESHOLD = 0.6  # proposed as rem.confirmation_threshold
+CONFIRMATION_THRESHOLD = RemSettings().confirmation_threshold  # the default of rem.confirmation_threshold
 MAX_TITLE_CHARS = 200
 SURFACING_HEADER = (
     "Did you know? Insights from the user's dream sessions that the user confirmed. They are notes "
@@ -116,10 +117,11 @@ class InsightService:
     def _check_confirmable(self, insight: Insight) -> None:
         if insight.status is not InsightStatus.ACTIVE:
             raise _conflict("confirm", insight)
-        if insight.insight_type is InsightType.HYPOTHESIS and insight.confidence < CONFIRMATION_THRESHOLD:
+        threshold = self.deps.settings.rem.confirmation_threshold
+        if insight.insight_type is InsightType.HYPOTHESIS and insight.confidence < threshold:
             raise _conflict("confirm", insight, f" with confidence {insight.confidence:.2f}, below the confirmation "
-                            f"threshold {CONFIRMATION_THRESHOLD:g}: it needs more evidence",
-                            confidence=insight.confidence, confirmation_threshold=CONFIRMATION_THRESHOLD)
+                            f"threshold {threshold:g}: it needs more evidence",
+                            confidence=insight.confidence, confirmation_threshold=threshold)
 
     def confirm(self, user_id: str, insight_id: str) -> Insight:
         """active -> confirmed (409 from any other state, naming it; a hypothesis also needs confidence
