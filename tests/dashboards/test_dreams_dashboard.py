@@ -1,10 +1,9 @@
 """The dreams dashboard over real services (SQLite, the scripted model, the hashing embedder) through the
-in-process client; the dream steps are fakes that journal DecayApplied with snapshots, and the insight
-lifecycle is a fake where noted (its own tests are in tests/assistant/dream/)."""
+in-process client; the dream steps are fakes that journal DecayApplied with snapshots; insights are
+stored as REM stores them and confirmed or dismissed by the real lifecycle (assistant/dream/insights.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 import pandas as pd
@@ -14,7 +13,6 @@ import pytest
 from assistant.dream.journal import APPLIERS, Applied
 from assistant.dream.session import PhaseContext
 from assistant.dream.types import InsightStatus, InsightType, Operation
-from assistant.errors import ConflictError
 from assistant.services import Services
 from dashboards.dream_client import DreamClientError, LocalDreamClient
 from dashboards.dreams import DreamsView, diff_html, phase_spans, snapshot_diff, timeline_figure
@@ -46,24 +44,6 @@ def dream_services(make_settings, make_services, monkeypatch: pytest.MonkeyPatch
     services.memory.add(USER, "I live in Lisbon.")
     services.dream.nrem_steps, services.dream.rem_steps = [Decays("nrem")], [Decays("rem", times=1)]
     return services
-
-
-@pytest.fixture
-def fake_lifecycle(dream_services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
-    """confirm/dismiss as the spec's machine has them: from active only, else 409 naming the state."""
-    insights = dream_services.dream.insights
-
-    def move(status: InsightStatus) -> Callable:
-        def act(user_id: str, insight_id: str):
-            insight = insights.store.insight(user_id, insight_id)
-            if insight.status is not InsightStatus.ACTIVE:
-                raise ConflictError(f"cannot {status.value[:-2]} the insight: it is {insight.status.value}",
-                                    {"status": insight.status.value})
-            return insights.store.update_insight(insight, status=status)
-        return act
-
-    monkeypatch.setattr(insights, "confirm", move(InsightStatus.CONFIRMED))
-    monkeypatch.setattr(insights, "dismiss", move(InsightStatus.DISMISSED))
 
 
 def add_insight(services: Services, title: str) -> str:
@@ -124,7 +104,7 @@ def test_journal_filters_and_the_before_after_diff(dream_services: Services) -> 
     assert "&lt;b&gt;I live in Lisbon&lt;/b&gt;" in shown and "<b>I live in Lisbon</b>" not in shown  # escaped
 
 
-def test_insight_buttons_confirm_and_dismiss_through_the_client(dream_services: Services, fake_lifecycle) -> None:
+def test_insight_buttons_confirm_and_dismiss_through_the_client(dream_services: Services) -> None:
     first, second = add_insight(dream_services, "Runs on Sundays"), add_insight(dream_services, "Cooks risotto")
     view = DreamsView(LocalDreamClient(dream_services.dream, USER))
     assert set(view.insights_table.value["status"]) == {"active"}
