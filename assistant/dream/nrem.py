@@ -91,13 +91,46 @@ class _Vectors:
 VECTORS = _Vectors()
 
 
+class _Once:
+    """A step whose whole plan ran (not cut by the budget) needs no second pass in the same session
+    while the user's memories are unchanged (later cycles would find the same groups, all applied):
+    remembered per user as (session, a signature of the memories it reads)."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, tuple[str, tuple]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def signature(ctx: PhaseContext) -> tuple:
+        row = ctx.deps.memory.db.one(
+            "SELECT count(*) AS n, max(rowid) AS last, max(updated_at) AS changed FROM memories WHERE user_id = ? "
+            f"AND memory_type NOT IN ({C._skip(C.NOT_CONSOLIDATED)})", (ctx.user_id,))
+        return (row["n"], row["last"], row["changed"]) if row else ()
+
+    def skip(self, ctx: PhaseContext) -> bool:
+        with self._lock:
+            done = self._done.get(ctx.user_id)
+        return done is not None and done == (ctx.session.id, self.signature(ctx))
+
+    def finished(self, ctx: PhaseContext) -> None:
+        if not ctx.exhausted:
+            with self._lock:
+                self._done[ctx.user_id] = (ctx.session.id, self.signature(ctx))
+
+
 # --- 1. deduplicate --------------------------------------------------------------------------------
 
 
-class Deduplicate:
+class Deduplicate(_Once):
     name = "deduplicate"
 
     def run(self, ctx: PhaseContext) -> None:
+        if self.skip(ctx):
+            return
+        self._run(ctx)
+        self.finished(ctx)
+
+    def _run(self, ctx: PhaseContext) -> None:
         store, user = ctx.deps.memory, ctx.user_id
         rows = store.db.query(
             "SELECT rowid, id, user_id, content, created_at, access_count, memory_type, importance FROM memory_rows "
@@ -132,10 +165,16 @@ def apply_dedupe(deps: DreamDeps, entry: JournalEntry) -> Applied:
 # --- 2. consolidate --------------------------------------------------------------------------------
 
 
-class Consolidate:
+class Consolidate(_Once):
     name = "consolidate"
 
     def run(self, ctx: PhaseContext) -> None:
+        if self.skip(ctx):
+            return
+        self._run(ctx)
+        self.finished(ctx)
+
+    def _run(self, ctx: PhaseContext) -> None:
         deps, user = ctx.deps, ctx.user_id
         store, threshold = deps.memory, deps.settings.nrem.merge_threshold
         found = C.candidates(store, user)

@@ -16,7 +16,9 @@ Cost: k-means ``O(sample x nlist)``, assignment ``O(n x nlist)``, blocks ``O(n x
 dot products: ``O(n^1.5)`` in all, against ``O(n^2)``. A pair whose two vectors fall in lists that are
 not neighbours is missed; at cosine 0.85 that is rare (benchmarks/dream.py measures the recall
 against the exact pairs). Below ``EXACT_BELOW`` vectors the exact blocked product is cheaper and
-is used.
+is used. The products run on one BLAS thread (``threadpoolctl``): OpenBLAS threads each of these
+mid-sized products, and on a busy two-core machine every threaded call waits for its second thread
+(measured: 3-4x slower; see also ``ivf.BLOCK_ELEMENTS``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from assistant.memory.ivf import assign, spherical_kmeans
 
@@ -69,6 +72,12 @@ def near_pairs(vectors: np.ndarray, threshold: float, *, probe: int = PROBE, nli
                exact_below: int = EXACT_BELOW, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(i, j, cosine)`` with ``i < j`` (positions in ``vectors``, unit rows) whose cosine is
     above ``threshold``, found within coarse lists (see the module doc); exact below ``exact_below``."""
+    with threadpool_limits(1, user_api="blas"):
+        return _near_pairs(vectors, threshold, probe, nlist, exact_below, seed)
+
+
+def _near_pairs(vectors: np.ndarray, threshold: float, probe: int, nlist: int | None, exact_below: int,
+                seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = np.ascontiguousarray(vectors, dtype=np.float32)
     n = len(v)
     if n < 2:
