@@ -275,3 +275,21 @@ def test_groups_never_pass_the_cap() -> None:
     s = np.array([0.99, 0.98, 0.97, 0.96, 0.9])
     assert pairs.groups(7, i, j, s, max_members=3) == [[0, 1, 2], [3, 4], [5, 6]]
     assert pairs.groups(7, i, j, s, max_members=8) == [[0, 1, 2, 3, 4], [5, 6]]
+
+
+def test_a_finished_plan_is_not_searched_again_in_later_cycles(make_settings, make_services,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    services = make_services(make_settings(dream={"max_cycles": 3}, knowledge_graph={"enabled": False}))
+    dream, memory = services.dream, services.memory
+    dream.nrem_steps, dream.rem_steps = [nrem.Deduplicate(), nrem.Consolidate()], []
+    memory.add("u1", "Coffee at nine.", embedding=unit((0, 1.0)))
+    memory.add("u1", "Coffee every day at nine.", embedding=at_cosine(0.9, 1))
+    searched: list[int] = []
+    real = pairs.near_pairs
+    monkeypatch.setattr(pairs, "near_pairs", lambda v, t, **kw: (searched.append(len(v)), real(v, t, **kw))[1])
+    session = dream.trigger("u1", background=False)
+    assert session.counts == {"MemoryConsolidated": 1}
+    assert searched == [2]  # cycle 1 only: cycles 2 and 3 find the memories as cycle 1 left them
+    memory.add("u1", "Tea at five.", embedding=unit((7, 1.0)))
+    dream.trigger("u1", background=False)
+    assert searched == [2, 2]  # a new session searches again (the merged memory and the new one)
