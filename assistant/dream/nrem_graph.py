@@ -91,7 +91,7 @@ class ReviewEdges:
         if ids:
             marks = ",".join("?" * len(ids))
             rows = ctx.deps.memory.db.query(
-                f"SELECT memory_type, access_count FROM memory_rows WHERE user_id = ? AND id IN ({marks})",
+                f"SELECT memory_type, access_count FROM memory_rows WHERE +user_id = ? AND id IN ({marks})",
                 (ctx.user_id, *ids))
         present = [r for r in rows if r["memory_type"] != MemoryType.QUARANTINED.value]
         used = edge.recalls > 0 or any(int(r["access_count"]) > 0 for r in present)

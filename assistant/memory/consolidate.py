@@ -98,10 +98,12 @@ def rows_of(store: MemoryStore, user_id: str, ids: Sequence[str], skip: Sequence
     """``memory_rows`` of ``ids`` (of the user; not of the ``skip`` types), in stored order."""
     out: list[dict] = []
     ids = list(ids)
-    clause = f"AND memory_type NOT IN ({_skip(skip)})" if skip else ""
+    # "+column": not an index term, so that SQLite looks the ids up by their unique index instead of
+    # scanning the user's rows through (user_id, memory_type) (measured: 4 ms a call at 40k memories)
+    clause = f"AND +memory_type NOT IN ({_skip(skip)})" if skip else ""
     for start in range(0, len(ids), CHUNK):
         part = ids[start:start + CHUNK]
-        out += store.db.query(f"SELECT * FROM memory_rows WHERE user_id = ? AND id IN ({_marks(part)}) {clause}",
+        out += store.db.query(f"SELECT * FROM memory_rows WHERE +user_id = ? AND id IN ({_marks(part)}) {clause}",
                               (str(user_id), *part))
     return sorted(out, key=lambda r: (r["created_at"], r["rowid"]))
 
@@ -140,7 +142,7 @@ def write_consolidated(store: MemoryStore, user_id: str, memory_id: str, source_
     doc. None when fewer than two sources are left to merge. Raises ConflictError (nothing written)
     when the sources changed while the merged text was being embedded."""
     user = str(user_id)
-    if store.db.one("SELECT 1 FROM memories WHERE id = ? AND user_id = ?", (memory_id, user)) is not None:
+    if store.db.one("SELECT 1 FROM memories WHERE id = ? AND +user_id = ?", (memory_id, user)) is not None:
         return Consolidated(memory_id, False, list(source_ids), [])
     rows = rows_of(store, user, source_ids, NOT_CONSOLIDATED)
     if len(rows) < 2:
@@ -195,7 +197,7 @@ def _set_aside(store: MemoryStore, user: str, ids: Sequence[str], *, session_id:
     done: list[str] = []
     for start in range(0, len(ids), CHUNK):
         part = list(ids[start:start + CHUNK])
-        where = f"user_id = ? AND id IN ({_marks(part)}) AND memory_type NOT IN ({_skip(NOT_ARCHIVED)})"
+        where = f"+user_id = ? AND id IN ({_marks(part)}) AND +memory_type NOT IN ({_skip(NOT_ARCHIVED)})"
         found = [r["id"] for r in db.query(f"SELECT id FROM memories WHERE {where}", (user, *part))]
         if not found:
             continue
@@ -221,7 +223,7 @@ def absorb_duplicates(store: MemoryStore, user_id: str, keep_id: str, duplicate_
     access counts. Nothing happens when ``keep_id`` is gone or set aside. Returns the archived ids."""
     user = str(user_id)
     with store.db.transaction() as db:
-        keep = db.one(f"SELECT rowid FROM memories WHERE id = ? AND user_id = ? AND memory_type NOT IN "
+        keep = db.one(f"SELECT rowid FROM memories WHERE id = ? AND +user_id = ? AND +memory_type NOT IN "
                       f"({_skip(NOT_ARCHIVED)})", (keep_id, user))
         if keep is None:
             return []
