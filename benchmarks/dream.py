@@ -341,7 +341,7 @@ def part_locomo(args: argparse.Namespace) -> dict:
         before_rows += evaluation.score(p, modes, (5,))
         size_before = int(db.scalar("SELECT count(*) FROM memories WHERE user_id = ? AND memory_type != 'Archived'",
                                     (p.user,)))
-        service = dream_service(db, store, graph)
+        service = dream_service(db, store, graph, **json.loads(args.dream))
         t0 = time.perf_counter()
         session = service.trigger(p.user, background=False)
         seconds = time.perf_counter() - t0
@@ -389,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default="/tmp/dream-bench")
     parser.add_argument("--conversations", type=int, default=5)
     parser.add_argument("--no-graph", dest="graph", action="store_false")
+    parser.add_argument("--dream", default="{}", help='locomo: dream settings as JSON, e.g. {"nrem": {...}}')
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     Path(args.cache).mkdir(parents=True, exist_ok=True)

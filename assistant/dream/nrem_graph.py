@@ -16,12 +16,17 @@ Each edge is reviewed once per session (key ``edge:<id>:<session>``).
 **Merge nodes** (NodeMerged): two nodes of the same kind are one entity when their normalised
 names are equal or their name embeddings have a cosine of at least
 ``knowledge_graph.resolution_threshold`` (what resolution itself uses when a mention arrives;
-pairs found by :func:`pairs.near_pairs`). The node with more mentions (then the older) is kept;
-up to ``rem.max_node_merges_per_cycle`` per cycle, a node taking part in one merge per cycle.
+pairs found by :func:`pairs.near_pairs`), except that names whose numbers differ are never one
+entity by embedding, and dates only by name: MiniLM puts "25 August 2023" and "23 August 2023" at
+cosine 0.96 ("17 July" / "17 August": 0.96), and merging such dates cost LoCoMo's temporal questions
+0.08 of R@5 with graph retrieval (benchmarks/dream.py). The node with more mentions (then the
+older) is kept; up to ``rem.max_node_merges_per_cycle`` per cycle, a node taking part in one merge
+per cycle.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +35,7 @@ from assistant.dream.journal import Applied, applier
 from assistant.dream.types import JournalEntry, Operation
 from assistant.errors import NotFoundError
 from assistant.graph.store import normalise_name
+from assistant.graph.types import NodeKind
 from assistant.memory import pairs
 from assistant.memory.types import MemoryType
 
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
     from assistant.graph.types import Edge
 
 REWEIGHT_STEP = 0.1
+_NUMBER = re.compile(r"\d+")
 DEFAULT_RESOLUTION = 0.88  # knowledge_graph.resolution_threshold when the graph does not say
 
 
@@ -138,7 +145,7 @@ class MergeNodes:
                 found.append((1.0, by_name[name], n))
             else:
                 by_name[name] = n
-        for kind in {node.kind for node in nodes}:
+        for kind in {node.kind for node in nodes} - {NodeKind.DATE}:
             members = [n for n, node in enumerate(nodes) if node.kind is kind and node.embedding is not None]
             if len(members) < 2:
                 continue
@@ -146,7 +153,8 @@ class MergeNodes:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
             i, j, sims = pairs.near_pairs(vectors, threshold - 1e-6)
             found += [(float(s), members[a], members[b]) for a, b, s in zip(i.tolist(), j.tolist(), sims.tolist(),
-                                                                             strict=True)]
+                                                                             strict=True)
+                      if _NUMBER.findall(nodes[members[a]].name) == _NUMBER.findall(nodes[members[b]].name)]
         found.sort(key=lambda f: (-f[0], f[1], f[2]))
         touched: set[int] = set()
         merged = 0
