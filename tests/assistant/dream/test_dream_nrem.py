@@ -246,8 +246,8 @@ def test_duplicate_nodes_are_merged_up_to_the_cap(dreaming) -> None:
         c = graph.store.insert_node(db, "u1", "Tom", NodeKind.PERSON, now, 1.0, unit((5, 1.0)))
         d = graph.store.insert_node(db, "u1", "Tom", NodeKind.PERSON, now, 1.0, unit((6, 1.0)))
         # never one entity by embedding: dates, and names whose numbers differ
-        graph.store.insert_node(db, "u1", "25 August 2023", NodeKind.DATE, now, 1.0, unit((9, 1.0)))
-        graph.store.insert_node(db, "u1", "23 August 2023", NodeKind.DATE, now, 1.0,
+        graph.store.insert_node(db, "u1", "17 July 2023", NodeKind.DATE, now, 1.0, unit((9, 1.0)))
+        graph.store.insert_node(db, "u1", "17 August 2023", NodeKind.DATE, now, 1.0,
                                 unit((9, 0.99), (10, 0.141)))
         graph.store.insert_node(db, "u1", "Room 12", NodeKind.PLACE, now, 1.0, unit((11, 1.0)))
         graph.store.insert_node(db, "u1", "Room 13", NodeKind.PLACE, now, 1.0, unit((11, 0.99), (12, 0.141)))
