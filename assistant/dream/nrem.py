@@ -42,7 +42,7 @@ from assistant.dream.session import PhaseContext, Step
 from assistant.dream.types import JournalEntry, Operation
 from assistant.memory import consolidate as C
 from assistant.memory import pairs
-from assistant.memory.decay import DECAY_PARAMS, SECONDS_PER_DAY
+from assistant.memory.decay import DECAY_PARAMS, NOT_DECAYED, SECONDS_PER_DAY
 from assistant.memory.decay_cycle import run_decay
 from assistant.memory.records import MAX_CONTENT_CHARS
 
@@ -288,7 +288,9 @@ def apply_decay(deps: DreamDeps, entry: JournalEntry) -> Applied:
     """Once: a replay finds every memory of the user decayed after the entry was planned and does
     nothing (decay adds reinforcement at every run, so running it twice would not be idempotent)."""
     d, user = entry.details, entry.user_id
-    last = deps.memory.db.scalar("SELECT min(decay_ts) FROM memory_scores WHERE user_id = ?", (user,))
+    skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)  # the rows run_decay leaves alone
+    last = deps.memory.db.scalar(f"SELECT min(decay_ts) FROM memory_scores WHERE user_id = ? AND decay_type NOT IN "
+                                 f"({skip})", (user,))
     if last is not None and last >= d["planned_at"]:
         return Applied(count=0, details={**d, "replayed": True})
     settings = deps.memory_settings.model_copy(update={"decay_factor": d["decay_rate"]})
