@@ -180,7 +180,7 @@ class Consolidate(_Once):
         found = C.candidates(store, user)
         i, j, scores = pairs.near_pairs(found.vectors, threshold)
         ctx.emit("progress", step=self.name, candidates=len(found.ids), pairs=int(len(i)))
-        planned = pairs.groups(len(found.ids), i, j, scores, max_members=MAX_GROUP)
+        planned = pairs.groups(len(found.ids), i, j, scores, max_members=MAX_GROUP, labels=found.conversations)
         for start in range(0, len(planned), EMBED_BATCH):
             batch = []
             for group in planned[start:start + EMBED_BATCH]:

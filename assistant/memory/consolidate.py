@@ -83,15 +83,20 @@ class Candidates:
     rowids: np.ndarray
     ids: list[str]
     vectors: np.ndarray
+    conversations: np.ndarray  # a code per conversation_id, -1 for none
 
 
 def candidates(store: MemoryStore, user_id: str, skip: Sequence[MemoryType] = NOT_CONSOLIDATED) -> Candidates:
     """The user's memories not of the ``skip`` types, with their embeddings (read from SQLite)."""
-    rows = store.db.query(f"SELECT rowid, id, embedding FROM memories WHERE user_id = ? AND memory_type NOT IN "
-                          f"({_skip(skip)}) ORDER BY rowid", (str(user_id),))
+    rows = store.db.query(f"SELECT rowid, id, embedding, conversation_id FROM memories WHERE user_id = ? AND "
+                          f"memory_type NOT IN ({_skip(skip)}) ORDER BY rowid", (str(user_id),))
     dim = store.settings.embedding_dimension
     vectors = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-    return Candidates(np.array([r["rowid"] for r in rows], dtype=np.int64), [r["id"] for r in rows], vectors)
+    codes: dict[str, int] = {}
+    conversations = np.array([-1 if r["conversation_id"] is None else codes.setdefault(r["conversation_id"], len(codes))
+                              for r in rows], dtype=np.int64)
+    return Candidates(np.array([r["rowid"] for r in rows], dtype=np.int64), [r["id"] for r in rows], vectors,
+                      conversations)
 
 
 def rows_of(store: MemoryStore, user_id: str, ids: Sequence[str], skip: Sequence[MemoryType] = ()) -> list[dict]:

@@ -122,11 +122,14 @@ def _near_pairs(vectors: np.ndarray, threshold: float, probe: int, nlist: int | 
     return i, j, s
 
 
-def groups(n: int, i: np.ndarray, j: np.ndarray, scores: np.ndarray, *, max_members: int) -> list[list[int]]:
-    """Union-find over the pairs, strongest first, never letting a group pass ``max_members``.
-    Groups of two or more, each sorted, largest first."""
+def groups(n: int, i: np.ndarray, j: np.ndarray, scores: np.ndarray, *, max_members: int,
+           labels: np.ndarray | None = None) -> list[list[int]]:
+    """Union-find over the pairs, strongest first, never letting a group pass ``max_members`` nor
+    (with ``labels``, -1 for none) hold two different labels. Groups of two or more, each sorted,
+    largest first."""
     parent = np.arange(n)
     size = np.ones(n, dtype=np.int64)
+    label = np.full(n, -1, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64).copy()
 
     def root(x: int) -> int:
         while parent[x] != x:
@@ -136,11 +139,12 @@ def groups(n: int, i: np.ndarray, j: np.ndarray, scores: np.ndarray, *, max_memb
 
     for k in np.argsort(-scores, kind="stable").tolist():
         a, b = root(int(i[k])), root(int(j[k]))
-        if a != b and size[a] + size[b] <= max_members:
+        if a != b and size[a] + size[b] <= max_members and (label[a] < 0 or label[b] < 0 or label[a] == label[b]):
             if size[a] < size[b]:
                 a, b = b, a
             parent[b] = a
             size[a] += size[b]
+            label[a] = max(label[a], label[b])
     found: dict[int, list[int]] = {}
     for x in np.unique(np.concatenate([i, j])).tolist():
         found.setdefault(root(int(x)), []).append(int(x))

@@ -299,3 +299,20 @@ def test_a_finished_plan_is_not_searched_again_in_later_cycles(make_settings, ma
     memory.add("u1", "Tea at five.", embedding=unit((7, 1.0)))
     dream.trigger("u1", background=False)
     assert searched == [2, 2]  # a new session searches again (the merged memory and the new one)
+
+
+def test_groups_keep_conversations_apart() -> None:
+    i, j, s = np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([0.99, 0.98, 0.97])
+    # 0 and 1 in conversation 5, 2 in none, 3 in conversation 6: 2 joins the first group, 3 stays out
+    assert pairs.groups(4, i, j, s, max_members=8, labels=np.array([5, 5, -1, 6])) == [[0, 1, 2]]
+    assert pairs.groups(4, i, j, s, max_members=8, labels=np.array([-1, -1, -1, -1])) == [[0, 1, 2, 3]]
+
+
+def test_memories_of_different_conversations_are_not_consolidated(dreaming) -> None:
+    services = dreaming([nrem.Consolidate()])
+    memory = services.memory
+    memory.add("u1", "On 8 May 2023, Ann said: Thanks!", conversation_id="s1", embedding=unit((0, 1.0)))
+    memory.add("u1", "On 9 June 2023, Ann said: Thanks a lot!", conversation_id="s2", embedding=at_cosine(0.95, 1))
+    assert services.dream.trigger("u1", background=False).counts == {}
+    memory.add("u1", "On 8 May 2023, Ann said: Thank you!", conversation_id="s1", embedding=at_cosine(0.93, 2))
+    assert services.dream.trigger("u1", background=False).counts == {"MemoryConsolidated": 1}
