@@ -316,3 +316,23 @@ def test_memories_of_different_conversations_are_not_consolidated(dreaming) -> N
     assert services.dream.trigger("u1", background=False).counts == {}
     memory.add("u1", "On 8 May 2023, Ann said: Thank you!", conversation_id="s1", embedding=at_cosine(0.93, 2))
     assert services.dream.trigger("u1", background=False).counts == {"MemoryConsolidated": 1}
+
+
+def test_the_graph_follows_a_consolidation(dreaming) -> None:
+    services = dreaming([nrem.Consolidate()], graph=True)
+    memory, graph = services.memory, services.graph
+    a = memory.add("u1", "Anna met Tom in Paris.", embedding=unit((0, 1.0)))
+    b = memory.add("u1", "Anna met Tom in Paris again.", embedding=at_cosine(0.95, 1))
+    assert graph.wait_idle()
+    session = services.dream.trigger("u1", background=False)
+    [entry], _ = services.dream.journal("u1", session.id)
+    merged = entry.details["memory_id"]
+    assert graph.wait_idle()
+
+    def mentions(memory_id: str) -> int:
+        return graph.db.scalar("SELECT count(*) FROM kg_mentions WHERE memory_id = ?", (memory_id,))
+
+    assert mentions(a.id) == mentions(b.id) == 0 and mentions(merged) >= 3
+    sources = graph.db.query("SELECT DISTINCT memory_id FROM kg_edge_sources")
+    assert {r["memory_id"] for r in sources} == {merged}
+    assert graph.move_sources("u1", [a.id, b.id], merged) == 0  # a replay moves nothing
