@@ -15,7 +15,8 @@
    and Hypothesis memories are left alone. The merged memory's id is chosen when the entry is
    planned (``details.memory_id``, a uuid5 of the user and the key), so a replay finds it written;
    ``details.merged_from`` lists the sources. Originals are archived (``archive_consolidated``) or
-   deleted. Merged texts are embedded in batches while planning (one by one is ~20x slower with
+   deleted; with a graph, the archived sources' mentions and facts move to the merged memory
+   (:meth:`KnowledgeGraph.move_sources`). Merged texts are embedded in batches while planning (one by one is ~20x slower with
    MiniLM); the applier embeds its text itself when that batch does not hold it (a replay).
 3. **Archive at floor** (MemoryArchived, one entry per batch of ``ARCHIVE_BATCH``): memories whose
    importance sits at their type's floor (:data:`decay.DECAY_PARAMS`) and that were not accessed
