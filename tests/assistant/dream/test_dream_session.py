@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+import assistant.dream.nrem  # noqa: F401 - the real appliers registered before a test replaces one
 from assistant.dream import budget
 from assistant.dream.journal import APPLIERS, Applied
 from assistant.dream.session import PhaseContext
