@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.common import NOT_BLANK, ONE_LINE, one_of_ignoring_case
 from assistant.dream.types import (
@@ -275,6 +275,12 @@ class InsightUpdate(BaseModel):
         if folded not in names(InsightStatus):
             raise ValueError(f"must be one of {', '.join(names(InsightStatus))} (ignoring case)")
         return folded
+
+    @model_validator(mode="after")
+    def _something(self) -> InsightUpdate:
+        if not self.model_fields_set:
+            raise ValueError("nothing to update: give title, content, status or several")
+        return self
 
     def changes(self) -> dict[str, Any]:
         """The fields sent, ``status`` as an :class:`InsightStatus`."""
