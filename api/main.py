@@ -110,6 +110,8 @@ def create_app(services: Services) -> FastAPI:
             services.voice.bind_loop(asyncio.get_running_loop())
         if services.graph is not None:  # the llm extractor's engine calls too (one loop owns the queue)
             services.graph.bind_loop(asyncio.get_running_loop())
+        if services.dream is not None:  # REM's hypotheses and suggestions too
+            services.dream.bind_loop(asyncio.get_running_loop())
         yield
 
     app = FastAPI(

@@ -49,6 +49,10 @@ class RemSettings(Section):
     proactive_surfacing: bool = True
     surfacing_similarity_threshold: float = Field(0.5, ge=0.0, le=1.0)
     surfacing_confidence_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # Not in the spec's table: a hypothesis needs this confidence (evidence raises it) before the user
+    # can confirm it; it starts at >= hypothesis_confidence_threshold (0.3) and passes 0.6 with about
+    # two supporting memories (0.3 -> 0.475 -> 0.606, assistant/dream/rem.py EVIDENCE_GAIN).
+    confirmation_threshold: float = Field(0.6, ge=0.0, le=1.0)
 
 
 class JournalSettings(Section):

@@ -59,6 +59,13 @@ class DreamService:
         self._runs: dict[str, tuple[DreamRun, threading.Thread]] = {}
         self._lock = threading.Lock()
 
+    def bind_loop(self, loop: Any) -> None:
+        """Run REM's engine calls on the server's event loop (the one that owns the inference queue)."""
+        if self.deps.queue is not None:
+            from assistant.dream.engine import bind_loop
+
+            bind_loop(self.deps.queue, loop)
+
     # --- listeners --------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[DreamEvent], None]) -> Callable[[], None]:

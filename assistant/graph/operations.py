@@ -18,7 +18,7 @@ from assistant.graph import retention as R
 from assistant.graph.types import Edge, GraphEvent, GraphEventType
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from assistant.graph.events import GraphEvents
     from assistant.graph.store import GraphStore
@@ -130,6 +130,40 @@ class GraphOperations:
         self.views.changed(user)
         self._deliver([event])
         return edge_id
+
+    def move_sources(self, user_id: str, memory_ids: Sequence[str], to_memory_id: str) -> int:
+        """The memories were merged into ``to_memory_id`` (dream consolidation archives them): what
+        they mention and the facts they source become the merged memory's, so nodes and edges keep
+        their history and the graph leads to the merged memory, not to its archived sources.
+        Idempotent (moved rows are gone). Returns how many rows were moved."""
+        user, ids = str(user_id), [str(i) for i in memory_ids if i != to_memory_id]
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        with self.db.transaction() as db:
+            nodes = [r["node_id"] for r in db.query(
+                f"SELECT DISTINCT node_id FROM kg_mentions WHERE user_id = ? AND memory_id IN ({marks})", (user, *ids))]
+            edges = [r["edge_id"] for r in db.query(
+                f"SELECT s.edge_id FROM kg_edge_sources s JOIN kg_edges e ON e.id = s.edge_id WHERE e.user_id = ? "
+                f"AND s.memory_id IN ({marks})", (user, *ids))]
+            if not nodes and not edges:
+                return 0
+            db.execute(f"INSERT OR IGNORE INTO kg_mentions (node_id, memory_id, user_id) SELECT node_id, ?, user_id "
+                       f"FROM kg_mentions WHERE user_id = ? AND memory_id IN ({marks})", (to_memory_id, user, *ids))
+            db.execute(f"DELETE FROM kg_mentions WHERE user_id = ? AND memory_id IN ({marks})", (user, *ids))
+            emarks = ",".join("?" * len(set(edges)))
+            if edges:
+                db.execute(f"INSERT OR IGNORE INTO kg_edge_sources (edge_id, memory_id) SELECT DISTINCT edge_id, ? "
+                           f"FROM kg_edge_sources WHERE edge_id IN ({emarks}) AND memory_id IN ({marks})",
+                           (to_memory_id, *set(edges), *ids))
+                db.execute(f"DELETE FROM kg_edge_sources WHERE edge_id IN ({emarks}) AND memory_id IN ({marks})",
+                           (*set(edges), *ids))
+            if nodes:
+                nmarks = ",".join("?" * len(nodes))
+                db.execute(f"UPDATE kg_nodes SET mention_count = (SELECT count(*) FROM kg_mentions m WHERE "
+                           f"m.node_id = kg_nodes.id) WHERE id IN ({nmarks})", nodes)
+        self.views.changed(user)
+        return len(nodes) + len(edges)
 
     def weak_edges(self, user_id: str, below: float, limit: int, now: float | None = None) -> list[Edge]:
         """Valid edges whose strength (weight x retention now) is under ``below``, weakest first: what

@@ -178,22 +178,49 @@ def evaluate(
     question and mode. ``setup(prepared)`` runs once per conversation after it is stored (e.g.
     builds its knowledge graph and attaches the expander for mode ``hybrid+graph``).
     """
-    import pandas as pd
-
     rows = []
     for conv in progress(conversations):
         p = prepare(store_factory(), conv, categories=categories, text=text,
                     sessions_as_conversations=sessions_as_conversations)
         if setup is not None:
             setup(p)
-        store, user, dia_of = p.store, p.user, p.dia_of
-        for q, vector in zip(p.questions, p.vectors, strict=True):
-            for mode in modes:
-                found = store.search(user, q.question, max(ks), query_vector=vector, mode=mode, rank_by="similarity")
-                ranked = [dia_of[s.memory.id] for s in found]
-                rows.append({"mode": mode, "category": q.category, "sample_id": conv.sample_id,
-                             "question": q.question,
-                             **{f"R@{k}": recall_at(ranked, q.evidence, k) for k in ks}})
+        rows += score(p, modes, ks)
+    return summarise(rows, ks, categories, details=details)
+
+
+def dias_of(prepared: Prepared, memory_id: str) -> tuple[str, ...]:
+    """The turns a memory stands for: its own, or (a memory a dream merged, see :func:`add_merged`)
+    all its sources'."""
+    found = prepared.dia_of.get(memory_id, ())
+    return (found,) if isinstance(found, str) else tuple(found)
+
+
+def add_merged(prepared: Prepared, merged: dict[str, Sequence[str]]) -> None:
+    """Memories written by merging others (merged id -> source ids) count for every source's turn."""
+    for memory_id, sources in merged.items():
+        prepared.dia_of[memory_id] = tuple(dict.fromkeys(d for s in sources for d in dias_of(prepared, s)))
+
+
+def score(prepared: Prepared, modes: Sequence[str] = MODES, ks: Sequence[int] = (1, 5, 10)) -> list[dict]:
+    """One row per question and mode of a prepared store: recall@k over the turns of the top k
+    memories (a merged memory brings all its sources' turns)."""
+    p, rows = prepared, []
+    for q, vector in zip(p.questions, p.vectors, strict=True):
+        for mode in modes:
+            found = p.store.search(p.user, q.question, max(ks), query_vector=vector, mode=mode, rank_by="similarity")
+            ranked = [dias_of(p, s.memory.id) for s in found]
+            wanted = set(q.evidence)
+            rows.append({"mode": mode, "category": q.category, "sample_id": p.sample_id, "question": q.question,
+                         **{f"R@{k}": len(set().union(*ranked[:k]) & wanted) / len(wanted) if wanted else 0.0
+                            for k in ks}})
+    return rows
+
+
+def summarise(rows: list[dict], ks: Sequence[int] = (1, 5, 10), categories: Sequence[int] = (1, 2, 3, 4), *,
+              details: bool = False):
+    """:func:`score`'s rows as :func:`evaluate`'s table (and the rows, with ``details``)."""
+    import pandas as pd
+
     frame = pd.DataFrame(rows)
     columns = [f"R@{k}" for k in ks]
     per_cat = frame.groupby(["mode", "category"])[columns].mean().reset_index()

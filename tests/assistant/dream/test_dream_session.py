@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+import assistant.dream.nrem  # noqa: F401 - the real appliers registered before a test replaces one
 from assistant.dream import budget
 from assistant.dream.journal import APPLIERS, Applied
 from assistant.dream.session import PhaseContext
@@ -208,3 +209,62 @@ def test_a_cron_that_is_not_six_fields_is_a_config_error_naming_the_key(make_set
 
     with pytest.raises((ConfigError, ValueError), match="schedule"):
         make_settings(dream={"schedule": "0 0 * * *"})
+
+
+def test_sanitation_runs_between_nrem_and_rem_of_each_cycle(dreaming, applied) -> None:
+    services = dreaming(max_cycles=2)
+    dream = services.dream
+    order: list[str] = []
+
+    class Step:
+        def __init__(self, name: str):
+            self.name = name
+
+        def run(self, ctx: PhaseContext) -> None:
+            order.append(f"{ctx.phase.value}{ctx.cycle}")
+
+    class Sanitation:
+        def run(self, ctx: PhaseContext) -> None:
+            order.append(f"sanitation{ctx.cycle}")
+
+    dream.deps.sanitation = Sanitation()
+    dream.nrem_steps, dream.rem_steps = [Step("n")], [Step("r")]
+    dream.trigger("u1", background=False)
+    assert order == ["nrem1", "sanitation1", "rem1", "nrem2", "sanitation2", "rem2"]
+
+
+def test_max_duration_hours_caps_a_session(dreaming, applied) -> None:
+    services = dreaming(max_cycles=1, max_duration_hours=0.0001)  # 0.36 s
+
+    class Slow:
+        name = "slow"
+
+        def run(self, ctx: PhaseContext) -> None:
+            for n in range(100):
+                time.sleep(0.05)
+                ctx.record(Operation.DECAY_APPLIED, f"slow:{ctx.session.id}:{n}", {})
+
+    dream = services.dream
+    dream.nrem_steps, dream.rem_steps = [Slow()], []
+    session = dream.trigger("u1", background=False)
+    assert session.status is SessionStatus.FAILED and "max_duration_hours (0.0001) reached" in session.reason
+    entries, total = dream.journal("u1", session.id)
+    assert 0 < total < 100 and all(e.status is EntryStatus.APPLIED for e in entries)
+
+
+def test_a_phase_that_used_its_budget_stops_between_operations(dreaming, applied) -> None:
+    services = dreaming(max_cycles=1)
+    dream = services.dream
+    seen: list[bool] = []
+
+    class Greedy:
+        name = "greedy"
+
+        def run(self, ctx: PhaseContext) -> None:
+            ctx.phase_deadline = 0.0  # as if the phase had used its share
+            seen.append(ctx.record(Operation.DECAY_APPLIED, "greedy", {}) is None)
+            seen.append(ctx.exhausted)
+
+    dream.nrem_steps, dream.rem_steps = [Greedy()], []
+    session = dream.trigger("u1", background=False)
+    assert seen == [True, True] and session.status is SessionStatus.COMPLETED and session.counts == {}

@@ -201,3 +201,21 @@ def test_evaluate_runs_setup_once_per_stored_conversation(data_file: Path, tmp_p
     evaluation.evaluate(factory(tmp_path, stores), evaluation.load(data_file), modes=("hybrid",), setup=seen.append)
     assert [p.sample_id for p in seen] == ["conv-test", "conv-two"]
     assert all(p.store.count(p.user) == 5 and len(p.questions) == 4 for p in seen)
+
+
+def test_a_merged_memory_counts_for_all_its_sources_turns(data_file: Path, tmp_path: Path,
+                                                          stores: list[MemoryStore]) -> None:
+    [conv] = evaluation.load(data_file, conversations=1)
+    p = evaluation.prepare(factory(tmp_path, stores)(), conv)
+    by_dia = {d: m for m, d in p.dia_of.items()}
+    merged = p.store.add(p.user, "Ada adopted a kitten called Pixel; her trumpet exam went well.")
+    evaluation.add_merged(p, {merged.id: [by_dia["D1:1"], by_dia["D2:2"]]})
+    assert evaluation.dias_of(p, merged.id) == ("D1:1", "D2:2")
+    assert evaluation.dias_of(p, by_dia["D1:3"]) == ("D1:3",)
+    p.store.delete(p.user, by_dia["D1:1"])
+    p.store.delete(p.user, by_dia["D2:2"])
+    rows = evaluation.score(p, ("keyword",), (1,))
+    multi = next(r for r in rows if r["category"] == 1)
+    assert multi["R@1"] == 1.0  # the one merged memory holds both evidence turns
+    summary = evaluation.summarise(rows, (1,))
+    assert set(summary["mode"]) == {"keyword"}
