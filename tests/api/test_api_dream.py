@@ -23,12 +23,14 @@ from fastapi.testclient import TestClient
 from api.routes.docs import OPENAPI_URL
 from assistant.dream.insights import InsightService
 from assistant.dream.journal import APPLIERS, Applied
+from assistant.dream.service import default_steps
 from assistant.dream.session import PhaseContext
 from assistant.dream.types import InsightStatus, InsightType, Operation, SessionStatus
 from assistant.services import Services
 
 D = "/v1/dream"
 OTHER_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+default_steps()  # imports NREM and REM, which register their appliers: a test replaces one after that
 
 
 class Journaling:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from assistant.dream.journal import APPLIERS, Applied
+from assistant.dream.service import default_steps
 from assistant.dream.session import PhaseContext
 from assistant.dream.types import Operation
 from assistant.errors import UpstreamError
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.testing.graph import ScriptedExtractor
+
+default_steps()  # imports NREM and REM, which register their appliers: a test replaces one after that
 
 
 def metrics(client) -> dict:  # noqa: ANN001

@@ -63,6 +63,7 @@ def test_a_dream_over_http_with_the_real_embedder(tmp_path: Path) -> None:
         session = wait_for_the_end(http)
         assert session["id"] == started.json()["id"] and session["status"] == "completed", session
         assert session["current_cycle"] == session["total_cycles"] == 2
+        assert session["counts"].get("MemoryConsolidated", 0) >= 2  # the two near-duplicate pairs (MiniLM cos > .85)
 
         journal = http.get(f"{D}/sessions/{session['id']}/journal", params={"limit": 1000}).json()
         assert journal["total"] == len(journal["entries"])
@@ -85,11 +86,30 @@ def test_a_dream_over_http_with_the_real_embedder(tmp_path: Path) -> None:
             assert 0.0 <= insight["confidence"] <= 1.0 and insight["status"] == "active"
             assert http.get(f"{D}/insights/{insight['id']}").json() == insight
 
-        # every memory is still readable (merged, archived or as it was): nothing half-written
-        for memory_id in ids:
-            response = http.get(f"/v1/memories/{memory_id}")
-            assert response.status_code in (200, 404), response.text  # 404 only if NREM deleted a duplicate
-        assert http.get("/v1/memories/search", params={"q": "running on Sundays"}).status_code == 200
+        # each consolidation: its originals archived (readable, type kept aside), the merged memory readable
+        merges = [e for e in journal["entries"] if e["operation"] == "MemoryConsolidated" and e["status"] == "applied"]
+        for entry in merges:
+            merged = http.get(f"/v1/memories/{entry['details']['memory_id']}")
+            assert merged.status_code == 200 and merged.json()["memory_type"] != "Archived"
+            for original in entry["details"]["merged_from"]:
+                assert original in ids and http.get(f"/v1/memories/{original}").json()["memory_type"] == "Archived"
+        assert all(http.get(f"/v1/memories/{memory_id}").status_code == 200 for memory_id in ids)
+        hits = http.get("/v1/memories/search", params={"q": "running on Sunday mornings"}).json()
+        assert hits and "Sunday" in hits[0]["content"]
+
+        # an insight the night found: confirm it, merge it into memory, and a second decision is refused
+        if insights["insights"]:
+            found = insights["insights"][0]
+            assert set(found["source_memory_ids"]) and found["evidence_count"] == 0
+            confirmed = http.post(f"{D}/insights/{found['id']}/confirm")
+            if confirmed.status_code == 200:  # a hypothesis below the confirmation threshold is 409
+                merged = http.post(f"{D}/insights/{found['id']}/merge", json={}).json()
+                memory = http.get(f"/v1/memories/{merged['memory_id']}").json()
+                assert memory["memory_type"] == "DreamInsight"
+                refused = http.post(f"{D}/insights/{found['id']}/dismiss")
+                assert refused.status_code == 409 and "confirmed" in refused.json()["error"]["message"]
+            else:
+                assert confirmed.status_code == 409, confirmed.text
 
         samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                    for f in text_string_to_metric_families(http.get("/metrics/prometheus").text)
