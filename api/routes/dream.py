@@ -168,11 +168,12 @@ def journal(
 
 INSIGHT_STATES = """
 
-**Insight states.** `active` → `confirmed` (the user confirms; a hypothesis needs its confidence past the
-confirmation threshold; a confirmed hypothesis is merged into memory as a `DreamInsight` memory) |
-`dismissed` (the user) | `expired` (a hypothesis without evidence for `dream.hypothesis_ttl_days`, 30).
-`confirmed` and `dismissed` are final; an `expired` insight may still be dismissed. A change the machine
-does not allow is 409 `CONFLICT` naming the current status (`details.status`)."""
+**Insight states.** `active` → `confirmed` (the user confirms; a hypothesis needs confidence of at least
+`dream.rem.confirmation_threshold`, 0.6, which later supporting memories raise; a confirmed hypothesis is
+merged into memory as a `DreamInsight` memory at once) | `dismissed` (the user) | `expired` (a hypothesis
+without evidence for `dream.hypothesis_ttl_days`, 30). `confirmed` and `dismissed` are final; an
+`expired` insight may still be dismissed. A change the machine does not allow is 409 `CONFLICT` naming
+the current status (`details.status`), and changes nothing."""
 
 
 @router.get("/insights", response_model=InsightList, responses=READS, summary="The caller's insights",
@@ -212,8 +213,11 @@ def insight(insight_id: UUID, user: CurrentPrincipal, dream: Dream) -> InsightOu
 
 
 @router.put("/insights/{insight_id}", response_model=InsightOut, responses=ACT, summary="Update an insight",
-            description="Change `title`, `content` (embedded again) and `status` (only as the machine allows: "
-                        "`status: confirmed` is `POST .../confirm`). Fields left out stay." + INSIGHT_STATES
+            description="Change `title`, `content` (embedded again; not for a dismissed or expired insight: "
+                        "409; an insight already merged keeps its memory as written) and `status` (only as the "
+                        "machine allows: `confirmed` is `POST .../confirm`, `dismissed` `POST .../dismiss`). "
+                        "Fields left out stay. Everything is checked before anything is written: a bad value is "
+                        "422, a state conflict 409, and neither changes the insight." + INSIGHT_STATES
                         + CHANGE + OWNER)
 def update_insight(insight_id: UUID, body: InsightUpdate, user: CurrentPrincipal, dream: Dream) -> InsightOut:
     owned(dream, user, insight_id)
@@ -222,10 +226,13 @@ def update_insight(insight_id: UUID, body: InsightUpdate, user: CurrentPrincipal
 
 @router.post("/insights/{insight_id}/confirm", response_model=InsightOut, responses=ACT,
              summary="Confirm an insight",
-             description="`active` → `confirmed`; a hypothesis also needs its confidence past the confirmation "
-                         "threshold, and is merged into memory as a `DreamInsight` memory (`memory_id`). "
-                         "Journaled as `InsightConfirmed`. From any other status 409 `CONFLICT` naming it."
-                         + INSIGHT_STATES + CHANGE + OWNER)
+             description="`active` → `confirmed`. A hypothesis needs confidence of at least "
+                         "`dream.rem.confirmation_threshold` (below it 409 with `details.confidence` and "
+                         "`details.confirmation_threshold`) and is merged into memory as a `DreamInsight` memory "
+                         "at once (`memory_id`); other types are merged with `POST .../merge`. Journaled as "
+                         "`InsightConfirmed` in the session that found it, before the change. From any other "
+                         "status 409 `CONFLICT` naming it; 503 if the change could not be applied "
+                         "(`details.journal_entry_id` names the failed entry)." + INSIGHT_STATES + CHANGE + OWNER)
 def confirm_insight(insight_id: UUID, user: CurrentPrincipal, dream: Dream, body: Empty = None) -> InsightOut:
     owned(dream, user, insight_id)
     return InsightOut.of(dream.insights.confirm(str(user.user_id), str(insight_id)))
@@ -242,10 +249,11 @@ def dismiss_insight(insight_id: UUID, user: CurrentPrincipal, dream: Dream, body
 
 @router.post("/insights/{insight_id}/merge", response_model=InsightOut, responses=ACT,
              summary="Merge an insight into memory",
-             description="Write the insight into the caller's memories as a `DreamInsight` memory (once: "
-                         "`memory_id` names it, and a second merge returns the same). Which statuses may be "
-                         "merged is the insight machine's: a refused one is 409 `CONFLICT` naming the status."
-                         + INSIGHT_STATES + CHANGE + OWNER)
+             description="Write the insight into the caller's memories as a `DreamInsight` memory (\"<title>. "
+                         "<content>\", importance its confidence, at least 0.1), once: `memory_id` names it and a "
+                         "second merge returns the insight unchanged. Not for a dismissed or expired insight, nor "
+                         "an active hypothesis (confirming is how a hypothesis becomes memory): 409 `CONFLICT` "
+                         "naming the status." + INSIGHT_STATES + CHANGE + OWNER)
 def merge_insight(insight_id: UUID, user: CurrentPrincipal, dream: Dream, body: Empty = None) -> InsightOut:
     owned(dream, user, insight_id)
     return InsightOut.of(dream.insights.merge(str(user.user_id), str(insight_id)))

@@ -16,6 +16,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.common import NOT_BLANK, ONE_LINE, one_of_ignoring_case
+from assistant.dream.insights import MAX_TITLE_CHARS
 from assistant.dream.types import (
     DreamSession,
     EntryStatus,
@@ -28,9 +29,8 @@ from assistant.dream.types import (
     SessionStatus,
 )
 from assistant.errors import ValidationFailed
-from assistant.memory.store import MAX_CONTENT_CHARS
+from assistant.memory.records import MAX_CONTENT_CHARS
 
-MAX_TITLE_CHARS = 200
 ISO = "ISO 8601, UTC."
 E = TypeVar("E", bound=StrEnum)
 
@@ -237,7 +237,8 @@ class InsightUpdate(BaseModel):
     status: str = Field(None, description=f"One of {STATUSES} (ignoring case), where the insight machine allows it "
                                           "from the current status: `active` -> `confirmed` (as POST .../confirm) "
                                           "or `dismissed`; `expired` -> `dismissed`. Any other change is 409 "
-                                          "`CONFLICT` naming the current status.",
+                                          "`CONFLICT` naming the current status (`details.allowed` lists what "
+                                          "it allows).",
                         json_schema_extra={"pattern": pattern_of(InsightStatus)})
 
     @field_validator("title", "content", "status", mode="before")
