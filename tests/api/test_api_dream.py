@@ -9,7 +9,6 @@ filters do not depend on what NREM and REM find; one test runs the configured st
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.routes.docs import OPENAPI_URL
-from assistant.dream.insights import InsightService
 from assistant.dream.journal import APPLIERS, Applied
 from assistant.dream.service import default_steps
 from assistant.dream.session import PhaseContext
@@ -454,11 +452,6 @@ def test_insight_actions_reach_the_service_for_the_owner_only(dreaming: Dreaming
     assert len(fake.calls) == 4  # another user's insight never reached the service
 
 
-# The insight lifecycle's bodies are written in parallel with these routes: this test runs once they exist.
-STUB = "raise NotImplementedError" in inspect.getsource(InsightService.confirm)
-
-
-@pytest.mark.skipif(STUB, reason="InsightService.update/confirm/dismiss/merge are still the lead's stubs")
 def test_insight_lifecycle_through_the_api(dreaming: Dreaming) -> None:
     """With the real insight service: update, confirm (merged into memory), dismiss, 409 naming the state."""
     w = dreaming
