@@ -13,13 +13,17 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
-from fastapi.security import HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPBearer
 
 from assistant.errors import ForbiddenError, ServiceUnavailableError, UnauthorizedError
 from assistant.security import KeyStore, Principal
 from assistant.services import Services
 
-bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>` (or `X-API-Key: <key>`).")
+# Both schemes are accepted on every protected route (the Authenticate middleware reads both headers;
+# Authorization wins when both are sent); declared here so the OpenAPI document lists them as alternatives.
+bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description=(
+    "The same API key in an `X-API-Key: <key>` header (as the spec's dream-mode examples send it)."))
 
 
 def get_services(request: Request) -> Services:
@@ -66,7 +70,7 @@ def principal_from_headers(keys: KeyStore, method: str, authorization: str | Non
     elif api_key:
         key = api_key.strip()
     else:
-        raise UnauthorizedError("missing API key: send 'Authorization: Bearer <API key>'")
+        raise UnauthorizedError("missing API key: send 'Authorization: Bearer <API key>' or 'X-API-Key: <API key>'")
     principal = keys.authenticate(key)
     if principal is None:
         raise UnauthorizedError("invalid API key")
@@ -75,7 +79,8 @@ def principal_from_headers(keys: KeyStore, method: str, authorization: str | Non
     return principal
 
 
-def current_principal(request: Request, services: ServicesDep, _: Annotated[object, Depends(bearer)]) -> Principal:
+def current_principal(request: Request, services: ServicesDep, _: Annotated[object, Depends(bearer)],
+                      __: Annotated[object, Depends(api_key_header)]) -> Principal:
     found = getattr(request.state, "principal", None)
     if found is not None:
         return found

@@ -19,6 +19,7 @@ from api.routes import (
     chat,
     commands,
     docs,
+    dream,
     health,
     knowledge,
     memories,
@@ -34,8 +35,9 @@ from assistant.services import Services
 DESCRIPTION = """
 A self-hosted personal assistant: chat with a local model, with memory, tools and voice.
 
-**Authentication.** Protected routes need `Authorization: Bearer <API key>` (`X-API-Key: <API key>`
-is accepted too). Keys map to user ids; only SHA-256 hashes of keys are stored. The key is checked
+**Authentication.** Protected routes need `Authorization: Bearer <API key>`, or `X-API-Key: <API key>`
+(the form the spec's dream-mode examples use; both schemes are accepted on every protected route, and
+`Authorization` wins when both are sent). Keys map to user ids; only SHA-256 hashes of keys are stored. The key is checked
 before the body is read, so an unauthenticated request is 401 whatever its body. Missing or invalid key: 401 `UNAUTHORIZED`.
 Every key has a role. `read-only` (`assistant keys create --role read-only`, or `--read-only`) may
 only use GET/HEAD/OPTIONS; any other method with it is 403 `FORBIDDEN`. `user` (the default) uses
@@ -125,7 +127,7 @@ def create_app(services: Services) -> FastAPI:
     errors.install(app)
     for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router,
                    snippets.router, agent_profiles.router, catalog.router, approvals.router,
-                   agentic.router, webhooks.router, commands.router, voice.router, knowledge.router):
+                   agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)

@@ -1,6 +1,9 @@
 """The caller's memories: list, create, search, stats, decay, get, delete.
 
 A user never sees, finds, counts or deletes another user's memories: those answer 404.
+
+Writing or deleting a memory counts as the user's activity for dream mode's idle gate
+(:mod:`assistant.dream.activity`): a dream running for the user pauses between two operations.
 """
 
 from __future__ import annotations
@@ -9,9 +12,9 @@ import asyncio
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import CurrentPrincipal, Limit, Offset, service
+from api.deps import CurrentPrincipal, Limit, Offset, ServicesDep, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.memories import DecayResult, MemoryCreate, MemoryOut, MemoryStats, ScoredMemoryOut
 from assistant.memory.store import MemoryStore
@@ -21,6 +24,15 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
 Store = Annotated[MemoryStore, service("memory", "the memory store is disabled (memory.enabled = false)")]
+
+
+def active(services: ServicesDep, user: CurrentPrincipal) -> None:
+    """The caller is active now (dream mode's idle gate), whatever the write's outcome."""
+    if services.dream is not None:
+        services.dream.activity.touch(str(user.user_id))
+
+
+Activity = Depends(active)
 
 
 @router.get("", response_model=list[MemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
@@ -34,7 +46,8 @@ def list_memories(
     return [MemoryOut.of(m) for m in store.list(str(user.user_id), limit, offset)]
 
 
-@router.post("", status_code=201, response_model=MemoryOut, responses=error_responses(400, *AUTH_ERRORS, 413, 422, 503))
+@router.post("", status_code=201, response_model=MemoryOut, dependencies=[Activity],
+             responses=error_responses(400, *AUTH_ERRORS, 413, 422, 503))
 async def create_memory(body: MemoryCreate, user: CurrentPrincipal, store: Store) -> MemoryOut:
     """Store a memory. The response is the stored memory (content, summary and tags are sealed
     with XChaCha20-Poly1305 at rest; the embedding is computed now)."""
@@ -86,7 +99,7 @@ def get_memory(memory_id: UUID, user: CurrentPrincipal, store: Store) -> MemoryO
     return MemoryOut.of(store.get(str(user.user_id), str(memory_id)))
 
 
-@router.delete("/{memory_id}", status_code=204, response_class=Response,
+@router.delete("/{memory_id}", status_code=204, response_class=Response, dependencies=[Activity],
                responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
 def delete_memory(memory_id: UUID, user: CurrentPrincipal, store: Store) -> Response:
     store.delete(str(user.user_id), str(memory_id))

@@ -105,10 +105,11 @@ class DreamService:
         run.start()
         if not background:
             return run.run()
+        started = run.session  # as started (running, cycle 1, nrem): the thread may finish it at once
         thread = threading.Thread(target=self._run, args=(run,), name=f"dream-{session.id[:8]}", daemon=True)
         self._runs[session.user_id] = (run, thread)
         thread.start()
-        return run.session
+        return started
 
     def _run(self, run: DreamRun) -> None:
         try:

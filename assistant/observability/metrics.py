@@ -16,6 +16,16 @@ and its fallback) ``knowledge_graph_extraction_calls_total``, ``..._failures_tot
 skipped: invalid JSON after the retry, unknown entities), ``..._fallbacks_total`` (passages handed to
 the fallback) and ``knowledge_graph_extraction_seconds_total`` (time spent extracting: with the calls,
 the mean latency), and ``knowledge_graph_events_total{type}`` (graph events published).
+
+With dream mode on (``Metrics.dream``: :meth:`assistant.dream.counters.DreamCounters.snapshot`), the
+spec's dream counters, prefix ``assistant_dream_`` (:data:`DREAM_PREFIX`; the spec's ``<svc>``):
+``sessions_total{status}`` (sessions entering running, paused, completed, failed),
+``cycles_total{phase}`` (nrem, rem phases finished), ``memories_consolidated_total``,
+``memories_archived_total``, ``insights_total{type}`` (pattern, connection, suggestion, hypothesis),
+``graph_edges_modified_total{operation}`` (pruned, reweighted, created), ``graph_nodes_merged_total``,
+``llm_calls_total`` and ``duration_seconds_total`` (wall time of finished sessions). Every labelled
+series is present at 0 from the start (the label values are fixed), so a dashboard's rate() has a
+baseline before the first dream.
 """
 
 from __future__ import annotations
@@ -35,6 +45,27 @@ CIRCUIT_VALUES = {"closed": 0, "half_open": 1, "open": 2}
 
 
 EXTRACTOR_COUNTERS = ("calls", "failures", "fallbacks", "seconds")  # attributes an extractor may keep
+
+DREAM_PREFIX = "assistant_dream_"  # the spec's "<svc>_dream_" with <svc> = assistant
+# label -> the values each labelled dream counter always shows (0 until counted); others seen are added
+DREAM_LABELS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sessions": ("status", ("running", "paused", "completed", "failed")),
+    "cycles": ("phase", ("nrem", "rem")),
+    "insights": ("type", ("pattern", "connection", "suggestion", "hypothesis")),
+    "graph_edges_modified": ("operation", ("pruned", "reweighted", "created")),
+}
+DREAM_COUNTERS = (  # snapshot key, help text
+    ("sessions", "Dream sessions entering each status."),
+    ("cycles", "Dream phases finished, by phase (a cycle is one NREM and one REM phase)."),
+    ("memories_consolidated", "Merged memories written by NREM consolidation."),
+    ("memories_archived", "Memories archived by dream mode (consolidated originals, duplicates, memories at "
+                          "their floor)."),
+    ("insights", "Dream insights created, by type."),
+    ("graph_edges_modified", "Knowledge-graph edges pruned, reweighted or created by dream mode."),
+    ("graph_nodes_merged", "Knowledge-graph nodes merged by dream mode."),
+    ("llm_calls", "Inference engine calls made by dream mode (REM hypotheses and suggestions)."),
+    ("duration_seconds", "Wall time of finished dream sessions, pauses included."),
+)
 
 
 @dataclass(frozen=True)
@@ -202,6 +233,24 @@ class _Collector:
             yield unavailable
         if m.knowledge_graph is not None:
             yield from _graph_metrics(m.knowledge_graph())
+        if m.dream is not None:
+            yield from dream_metrics(m.dream())
+
+
+def dream_metrics(snapshot: dict[str, Any]) -> Iterator[Metric]:
+    """The spec's dream counters from a :meth:`DreamCounters.snapshot` (all present, 0 before any dream)."""
+    for key, text in DREAM_COUNTERS:
+        name = f"{DREAM_PREFIX}{key}"
+        metric = Metric(name, text, "counter")
+        value = snapshot.get(key, 0)
+        if key in DREAM_LABELS:
+            label, fixed = DREAM_LABELS[key]
+            counts = dict(value or {})
+            for item in (*fixed, *sorted(set(counts) - set(fixed))):
+                metric.add_sample(f"{name}_total", {label: item}, float(counts.get(item, 0)))
+        else:
+            metric.add_sample(f"{name}_total", {}, float(value or 0))
+        yield metric
 
 
 def _graph_metrics(figures: GraphFigures) -> Iterator[Metric]:

@@ -32,7 +32,7 @@ UNREADABLE: dict[str, tuple[bytes, dict[str, str]]] = {
 ANY_CONTENT_TYPE = {"/v1/webhooks/messenger"}
 LISTS = ["/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/commands/catalog", "/v1/approvals",
          "/v1/agentic/tasks", "/v1/voice/rooms", "/v1/voice/speakers", "/v1/tools/runs",
-         "/v1/commands/catalog/executions"]
+         "/v1/commands/catalog/executions", "/v1/dream/sessions", "/v1/dream/insights"]
 
 
 def admin_key(services: Services) -> str:
@@ -63,7 +63,7 @@ def _routes(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         for method, operation in operations.items():
             if method in ("post", "put", "patch") and "requestBody" in operation:
                 concrete = path.replace("{platform}", "messenger")
-                for name in ("entry_id", "approval_id", "task_id", "room_id", "profile_id", "snippet_id"):
+                for name in ("entry_id", "approval_id", "task_id", "room_id", "profile_id", "snippet_id", "insight_id"):
                     concrete = concrete.replace("{" + name + "}", SOME_ID)
                 found.append((method.upper(), concrete, operation))
     return found

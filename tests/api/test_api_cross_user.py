@@ -5,12 +5,15 @@ admin, for catalog entries) creates the resource the row names; then the row's c
 request with A's id. The owner rules (docs/security.md) say what must come back:
 
 - user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
-  profiles, tool runs, knowledge-graph nodes, catalog executions and approvals): B gets 404 `NOT_FOUND`, B's lists and searches
+  profiles, tool runs, knowledge-graph nodes, dream sessions and insights, catalog executions and approvals):
+  B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
 - catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
   (B gets 403 `FORBIDDEN`); deciding an approval and reading the catalog's audit log (every user's runs)
   need an admin key too (403);
-- an admin key sees every user's executions, approvals and rooms.
+- an admin key sees every user's executions, approvals and rooms;
+- dream mode acts on the key's own user only: B's pause, resume and cancel find no session of B's (409,
+  A's untouched), and a trigger naming A's user id is 404, for B and for the admin alike.
 
 After each row A's resource is checked to be unchanged. Every resource is made with a marker text so a
 leak of its content shows up in any answer.
@@ -28,6 +31,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from assistant.dream.types import InsightType
 from assistant.services import Services
 from assistant.testing.graph import ScriptedExtractor
 from assistant.voice.audio import float_to_pcm
@@ -150,7 +154,30 @@ def make_node(w: World) -> str:
     return next(n["id"] for n in w.ok("a", "GET", f"{K}/graph")["nodes"] if n["name"] == NODE)
 
 
+D = "/v1/dream"
+
+
+def make_dream_session(w: World) -> str:
+    session = w.ok("a", "POST", f"{D}/trigger")
+    assert w.services.dream is not None
+    assert w.services.dream.wait(w.a_user, 60).status.value == "completed"
+    return session["id"]
+
+
+def make_insight(w: World) -> str:
+    assert w.services.dream is not None
+    insight, _ = w.services.dream.store.add_insight(w.a_user, InsightType.HYPOTHESIS, f"Title {MARK}",
+                                                    f"You like {MARK}", 0.9, [], f"cross-user:{MARK}")
+    return insight.id
+
+
+def make_dream_user(w: World) -> str:
+    """A's user id (A has no dream yet): the ``user_id`` another key names in a trigger."""
+    return w.a_user
+
+
 MAKE: dict[str, Callable[[World], str]] = {
+    "dream_session": make_dream_session, "insight": make_insight, "dream_user": make_dream_user,
     "node": make_node,
     "memory": make_memory, "conversation": make_conversation, "snippet": make_snippet, "profile": make_profile,
     "task": make_task, "room": make_room, "speaker": make_speaker, "tool_run": make_tool_run,
@@ -185,6 +212,14 @@ def intact(w: World, resource: str, ident: str) -> None:
             assert w.ok("a", "GET", f"{CATALOG}/executions/{ident}")["execution_id"] == ident
         case "approval":
             assert w.ok("a", "GET", f"/v1/approvals/{ident}")["status"] == "pending"
+        case "dream_session":
+            assert w.ok("a", "GET", f"{D}/sessions/{ident}")["status"] == "completed"
+            assert w.ok("a", "GET", f"{D}/status")["session"]["id"] == ident
+        case "insight":
+            found = w.ok("a", "GET", f"{D}/insights/{ident}")
+            assert (found["title"], found["status"]) == (f"Title {MARK}", "active")
+        case "dream_user":
+            assert w.ok("a", "GET", f"{D}/sessions")["total"] == 0  # nobody started a dream for A
         case "node":
             node = w.ok("a", "GET", f"{K}/nodes/{ident}")
             assert node["name"] == NODE and [s["summary"] for s in node["sources"]] == [MARK]
@@ -216,6 +251,20 @@ def rows(resource: str, *items: tuple) -> list[Row]:
 
 M, S, P, T, R = "/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/agentic/tasks", "/v1/voice/rooms"
 TABLE: list[Row] = [
+    # dream mode: the admin key is the installation owner's, another user as far as A's dream goes
+    *rows("dream_session", ("b", "GET", f"{D}/sessions/{{id}}"), ("b", "GET", f"{D}/sessions/{{id}}/journal"),
+          ("admin", "GET", f"{D}/sessions/{{id}}"), ("admin", "GET", f"{D}/sessions/{{id}}/journal?phase=nrem"),
+          ("b", "GET", f"{D}/sessions", None, 200), ("b", "GET", f"{D}/status", None, 200),
+          ("b", "POST", f"{D}/pause", None, 409), ("b", "POST", f"{D}/resume", None, 409),
+          ("b", "POST", f"{D}/cancel", None, 409)),
+    *rows("insight", ("b", "GET", f"{D}/insights/{{id}}"), ("admin", "GET", f"{D}/insights/{{id}}"),
+          ("b", "PUT", f"{D}/insights/{{id}}", {"title": "overwritten"}),
+          ("b", "PUT", f"{D}/insights/{{id}}", {"status": "dismissed"}),
+          ("b", "POST", f"{D}/insights/{{id}}/confirm"), ("b", "POST", f"{D}/insights/{{id}}/dismiss", {}),
+          ("b", "POST", f"{D}/insights/{{id}}/merge"), ("b", "GET", f"{D}/insights", None, 200),
+          ("b", "GET", f"{D}/insights?type=hypothesis&status=active", None, 200)),
+    *rows("dream_user", ("b", "POST", f"{D}/trigger", {"user_id": "{id}"}),
+          ("admin", "POST", f"{D}/trigger", {"user_id": "{id}"})),
     # the admin key is the installation owner's: another user, as far as A's graph goes
     *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
           ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),
@@ -256,7 +305,7 @@ TABLE: list[Row] = [
           ("admin", "GET", "/v1/approvals/{id}", None, 200, PRESENT),
           ("admin", "GET", "/v1/approvals", None, 200, PRESENT)),
 ]
-ERROR_CODES = {403: "FORBIDDEN", 404: "NOT_FOUND", 422: "VALIDATION_ERROR"}
+ERROR_CODES = {403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT", 422: "VALIDATION_ERROR"}
 
 
 def fill(value: Any, ident: str) -> Any:

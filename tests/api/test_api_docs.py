@@ -15,6 +15,7 @@ from api.routes import (
     catalog,
     chat,
     commands,
+    dream,
     health,
     knowledge,
     memories,
@@ -62,7 +63,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     routes = {
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
-                       agent_profiles, agentic, webhooks, voice, knowledge)
+                       agent_profiles, agentic, webhooks, voice, knowledge, dream)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }
@@ -81,6 +82,15 @@ def test_openapi_documents_errors_and_streaming(spec: dict) -> None:
     assert body["required"] == ["message"]
     prometheus = spec["paths"]["/metrics/prometheus"]["get"]
     assert "text/plain" in prometheus["responses"]["200"]["content"]
+
+
+def test_openapi_offers_both_key_headers(spec: dict) -> None:
+    """`Authorization: Bearer` and `X-API-Key` are alternatives on every protected route."""
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    assert (schemes["APIKeyHeader"]["in"], schemes["APIKeyHeader"]["name"]) == ("header", "X-API-Key")
+    protected = [op for ops in spec["paths"].values() for op in ops.values() if op.get("security")]
+    assert protected and all(op["security"] == [{"HTTPBearer": []}, {"APIKeyHeader": []}] for op in protected)
 
 
 def urls_in(html: str) -> list[str]:

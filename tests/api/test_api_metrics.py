@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from assistant.dream.journal import APPLIERS, Applied
+from assistant.dream.service import default_steps
+from assistant.dream.session import PhaseContext
+from assistant.dream.types import Operation
 from assistant.errors import UpstreamError
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.testing.graph import ScriptedExtractor
+
+default_steps()  # imports NREM and REM, which register their appliers: a test replaces one after that
 
 
 def metrics(client) -> dict:  # noqa: ANN001
@@ -146,3 +152,70 @@ def test_the_extraction_counters_come_from_the_extractor_and_its_fallback(client
 def test_no_knowledge_graph_series_while_it_is_disabled(make_settings, make_services, make_client) -> None:
     services = make_services(make_settings(knowledge_graph={"enabled": False}))
     assert "knowledge_graph" not in make_client(services).get("/metrics/prometheus").text
+
+
+DREAM_SERIES = {  # the spec's dream counters: name -> the label and its values (None: no label)
+    "sessions": ("status", ("running", "paused", "completed", "failed")),
+    "cycles": ("phase", ("nrem", "rem")),
+    "memories_consolidated": None,
+    "memories_archived": None,
+    "insights": ("type", ("pattern", "connection", "suggestion", "hypothesis")),
+    "graph_edges_modified": ("operation", ("pruned", "reweighted", "created")),
+    "graph_nodes_merged": None,
+    "llm_calls": None,
+    "duration_seconds": None,
+}
+
+
+def dream_samples(client) -> dict[tuple[str, tuple], float]:  # noqa: ANN001
+    """(sample name, labels) -> value of every assistant_dream_ series; each family a counter."""
+    text = client.get("/metrics/prometheus").text
+    found = {}
+    for family in text_string_to_metric_families(text):
+        if family.name.startswith("assistant_dream_"):
+            assert family.type == "counter", family.name
+            for sample in family.samples:
+                found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_every_dream_counter_is_present_at_zero_before_the_first_dream(client) -> None:
+    samples = dream_samples(client)
+    expected = set()
+    for name, labelled in DREAM_SERIES.items():
+        full = f"assistant_dream_{name}_total"
+        if labelled is None:
+            expected.add((full, ()))
+        else:
+            label, values = labelled
+            expected |= {(full, ((label, value),)) for value in values}
+    assert set(samples) == expected
+    assert set(samples.values()) == {0.0}
+
+
+class Archiving:
+    """A dream step: one engine call of two requests and one MemoryArchived operation (3 memories) per phase."""
+
+    name = "archive"
+
+    def run(self, ctx: PhaseContext) -> None:
+        ctx.emit("llm_call", calls=2)
+        ctx.record(Operation.MEMORY_ARCHIVED, f"archive:{ctx.session.id}:{ctx.cycle}", {})
+
+
+def test_the_dream_counters_count_a_session(client, auth, services, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setitem(APPLIERS, Operation.MEMORY_ARCHIVED, lambda deps, entry: Applied(count=3))
+    services.dream.nrem_steps, services.dream.rem_steps = [Archiving()], []
+    started = client.post("/v1/dream/trigger", headers=auth)
+    assert started.status_code == 202, started.text
+    assert services.dream.wait(started.json()["user_id"], 60).status.value == "completed"
+    samples = dream_samples(client)
+    cycles = services.settings.dream.max_cycles
+    assert samples[("assistant_dream_sessions_total", (("status", "running"),))] == 1
+    assert samples[("assistant_dream_sessions_total", (("status", "completed"),))] == 1
+    assert samples[("assistant_dream_sessions_total", (("status", "failed"),))] == 0
+    assert samples[("assistant_dream_cycles_total", (("phase", "nrem"),))] == cycles
+    assert samples[("assistant_dream_cycles_total", (("phase", "rem"),))] == cycles
+    assert samples[("assistant_dream_memories_archived_total", ())] == 3 * cycles
+    assert samples[("assistant_dream_llm_calls_total", ())] == 2 * cycles
+    assert samples[("assistant_dream_duration_seconds_total", ())] > 0
