@@ -54,6 +54,8 @@ bench: setup
 	$(BIN)/python benchmarks/graph_api.py
 	$(BIN)/python benchmarks/graph_extraction.py --llm-sample 8
 	$(BIN)/python benchmarks/graph_dashboard.py
+	$(BIN)/python benchmarks/dream.py --part nrem --sizes 10000,100000 --embedder hashing --night-embedder minilm
+	$(BIN)/python benchmarks/dream.py --part locomo
 
 clean-venv:
 	rm -rf $(VENV)
