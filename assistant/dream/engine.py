@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from assistant.breaker import CircuitState
-from assistant.errors import AssistantError
 from assistant.llm.base import ChatMessage, GenerationOptions
+from assistant.llm.bridge import LoopBridge
 from assistant.llm.queue import InferenceQueue
 
 log = logging.getLogger("assistant.dream")
@@ -168,9 +168,8 @@ class DreamEngine:
         self._queue = weakref.ref(queue)  # weak: the engine is kept per queue, for as long as the queue lives
         self.timeout_secs = timeout_secs
         self.yield_secs = yield_secs
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._own: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
+        self._bridge = LoopBridge("dream-engine-loop", EngineFailed)
+        weakref.finalize(self, self._bridge.close)  # the private loop's thread ends with the engine
 
     @property
     def queue(self) -> InferenceQueue:
@@ -180,22 +179,12 @@ class DreamEngine:
         return queue
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._bridge.bind_loop(loop)
 
     def available(self) -> bool:
         """False while the engine's circuit breaker is open (calls would be refused at once)."""
         breaker = getattr(self.queue, "breaker", None)
         return breaker is None or breaker.state is not CircuitState.OPEN
-
-    def _target_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is not None and self._loop.is_running():
-            return self._loop
-        with self._lock:
-            if self._own is None:
-                self._own = loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="dream-engine-loop", daemon=True).start()
-                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)  # the thread ends with the engine
-            return self._own
 
     def propose(self, memories: Sequence[tuple[str, str, str]], *, model: str | None = None,
                 on_call: Callable[[], None] | None = None) -> tuple[list[Proposal], int]:
@@ -219,19 +208,7 @@ class DreamEngine:
         raise EngineFailed(f"the engine's answer was not JSON of the schema twice ({last})")
 
     def _generate(self, messages: list[ChatMessage], options: GenerationOptions) -> tuple[str, str]:
-        loop = self._target_loop()
-        future = asyncio.run_coroutine_threadsafe(self._complete(messages, options), loop)
-        try:
-            return future.result(timeout=self.timeout_secs)
-        except TimeoutError:
-            future.cancel()
-            raise EngineFailed(f"the engine took over {self.timeout_secs:g} s") from None
-        except EngineFailed:
-            raise
-        except (AssistantError, OSError) as exc:
-            raise EngineFailed(f"the inference engine failed: {exc}") from exc
-        except Exception as exc:  # an engine crash: its breaker has counted it
-            raise EngineFailed(f"the inference engine crashed: {type(exc).__name__}") from exc
+        return self._bridge.call(self._complete(messages, options), self.timeout_secs, "the dream's engine call")
 
     async def _complete(self, messages: list[ChatMessage], options: GenerationOptions) -> tuple[str, str]:
         deadline = time.monotonic() + self.yield_secs
@@ -243,9 +220,7 @@ class DreamEngine:
         return result.content, result.finish_reason
 
     def close(self) -> None:
-        if self._own is not None:
-            self._own.call_soon_threadsafe(self._own.stop)
-            self._own = None
+        self._bridge.close()
 
 
 _ENGINES: weakref.WeakKeyDictionary[InferenceQueue, DreamEngine] = weakref.WeakKeyDictionary()

@@ -121,18 +121,21 @@ class _Once:
             with self._lock:
                 self._done[ctx.user_id] = (ctx.session.id, self.signature(ctx))
 
+    def run(self, ctx: PhaseContext) -> None:
+        if self.skip(ctx):
+            return
+        self._run(ctx)
+        self.finished(ctx)
+
+    def _run(self, ctx: PhaseContext) -> None:
+        raise NotImplementedError
+
 
 # --- 1. deduplicate --------------------------------------------------------------------------------
 
 
 class Deduplicate(_Once):
     name = "deduplicate"
-
-    def run(self, ctx: PhaseContext) -> None:
-        if self.skip(ctx):
-            return
-        self._run(ctx)
-        self.finished(ctx)
 
     def _run(self, ctx: PhaseContext) -> None:
         store, user = ctx.deps.memory, ctx.user_id
@@ -171,12 +174,6 @@ def apply_dedupe(deps: DreamDeps, entry: JournalEntry) -> Applied:
 
 class Consolidate(_Once):
     name = "consolidate"
-
-    def run(self, ctx: PhaseContext) -> None:
-        if self.skip(ctx):
-            return
-        self._run(ctx)
-        self.finished(ctx)
 
     def _run(self, ctx: PhaseContext) -> None:
         deps, user = ctx.deps, ctx.user_id

@@ -29,12 +29,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from assistant.errors import AssistantError, ServiceUnavailableError
+from assistant.errors import ServiceUnavailableError
 from assistant.graph.extract.common import (
     Counters,
     build,
@@ -46,6 +45,7 @@ from assistant.graph.extract.common import (
 from assistant.graph.store import normalise_name
 from assistant.graph.types import ME, Entity, Extraction, Fact, NodeKind, Passage
 from assistant.llm.base import ChatMessage, GenerationOptions
+from assistant.llm.bridge import LoopBridge
 from assistant.llm.queue import InferenceQueue
 
 log = logging.getLogger("assistant.graph")
@@ -181,47 +181,19 @@ class LlmExtractor(Counters):
         self.yield_secs = yield_secs
         self.dropped_facts = 0
         self.retries = 0
-        self._loop = loop
-        self._own: asyncio.AbstractEventLoop | None = None
-        self._loop_lock = threading.Lock()
+        self._bridge = LoopBridge("graph-extract-loop", ServiceUnavailableError)
+        self._bridge.bind_loop(loop)
 
     # --- running on an event loop ----------------------------------------------------------------
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run engine calls on ``loop`` (the server's, which owns the inference queue)."""
-        self._loop = loop
-
-    def _target_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is not None and self._loop.is_running():
-            return self._loop
-        with self._loop_lock:
-            if self._own is None:
-                self._own = asyncio.new_event_loop()
-                threading.Thread(target=self._own.run_forever, name="graph-extract-loop", daemon=True).start()
-            return self._own
+        self._bridge.bind_loop(loop)
 
     def _generate(self, passages: Sequence[Passage]) -> tuple[str, str]:
         """The engine's answer for one batch and its finish reason; raises ServiceUnavailableError
         when the engine cannot answer (down, breaker open, busy past ``yield_secs``, timed out)."""
-        loop = self._target_loop()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            raise RuntimeError("LlmExtractor.extract blocks: call it from a worker thread, not the event loop")
-        future = asyncio.run_coroutine_threadsafe(self._complete(passages), loop)
-        try:
-            return future.result(timeout=self.timeout_secs)
-        except TimeoutError:
-            future.cancel()
-            raise ServiceUnavailableError(f"knowledge-graph extraction took over {self.timeout_secs:g} s") from None
-        except ServiceUnavailableError:
-            raise
-        except (AssistantError, OSError) as exc:  # UpstreamError, a dropped connection
-            raise ServiceUnavailableError(f"the inference engine failed: {exc}") from exc
-        except Exception as exc:  # an engine crash: the breaker has counted it
-            raise ServiceUnavailableError(f"the inference engine crashed: {type(exc).__name__}") from exc
+        return self._bridge.call(self._complete(passages), self.timeout_secs, "knowledge-graph extraction")
 
     async def _complete(self, passages: Sequence[Passage]) -> tuple[str, str]:
         deadline = time.monotonic() + self.yield_secs
@@ -239,9 +211,7 @@ class LlmExtractor(Counters):
         return result.content, result.finish_reason
 
     def close(self) -> None:
-        if self._own is not None:
-            self._own.call_soon_threadsafe(self._own.stop)
-            self._own = None
+        self._bridge.close()
 
     # --- extraction ------------------------------------------------------------------------------
 

@@ -230,7 +230,7 @@ def test_runs_on_a_bound_server_loop(model: ScriptedChatModel) -> None:
     try:
         [extraction] = extractor.extract([Passage("I live in Berlin and work at Siemens.")])
         assert (ME, "lives_in", "Berlin") in triples(extraction)
-        assert seen == [loop] and extractor._own is None
+        assert seen == [loop] and extractor._bridge._own is None
 
         async def on_the_loop():
             with pytest.raises(RuntimeError, match="worker thread"):
