@@ -173,11 +173,13 @@ def write_consolidated(store: MemoryStore, user_id: str, memory_id: str, source_
             raise ConflictError("the memories to consolidate changed while they were merged")
         db.execute(
             "INSERT INTO memories (id, user_id, conversation_id, content, summary, tags, memory_type, created_at, "
-            "updated_at, accessed_at, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "updated_at, accessed_at, embedding, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (memory_id, user, conversation, seal(content, sealed_at("content", memory_id, user)),
              seal(content[:SUMMARY_CHARS], sealed_at("summary", memory_id, user)),
              seal(json.dumps(tags[:MAX_TAGS]), sealed_at("tags", memory_id, user)), kind.value,
-             min(r["created_at"] for r in rows), iso_of(now), max(r["accessed_at"] for r in rows), vector.tobytes()))
+             min(r["created_at"] for r in rows), iso_of(now), max(r["accessed_at"] for r in rows), vector.tobytes(),
+             # where its first source stood in the conversation (m020): its neighbours stay its sources'
+             min(r["position"] if r["position"] is not None else r["rowid"] for r in rows)))
         rowid = int(db.scalar("SELECT rowid FROM memories WHERE id = ?", (memory_id,)))
         db.execute("INSERT INTO memory_scores (memory_rowid, user_id, decay_type, importance, access_count, "
                    "accessed_ts, decay_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -275,7 +275,8 @@ class MemoryStore:
             return []
         marks = ",".join("?" * len(rowids))
         rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memory_rows WHERE rowid IN ({marks})", rowids)}
-        # Neighbour context (HybridWeights.context): the previous and next memory, in stored order,
+        # Neighbour context (HybridWeights.context): the previous and next memory, in stored order
+        # (a consolidated memory where its first source was: ``position``, m020),
         # of each keyword match in its conversation; they join the candidates. Only a neighbour of a
         # keyword match can gain anything, so no other adjacency is looked up.
         context = self.hybrid.context if mode == "hybrid" else 0.0
@@ -288,7 +289,8 @@ class MemoryStore:
             pairs = self.db.query(
                 "SELECT rowid, prev, next FROM (SELECT rowid, lag(rowid) OVER w AS prev, lead(rowid) OVER w AS next "
                 f"FROM memories WHERE user_id = ? AND conversation_id IN ({cmarks}) "
-                f"WINDOW w AS (PARTITION BY conversation_id ORDER BY rowid)) WHERE rowid IN ({kmarks})",
+                f"WINDOW w AS (PARTITION BY conversation_id ORDER BY coalesce(position, rowid), rowid)) "
+                f"WHERE rowid IN ({kmarks})",
                 (user_id, *conversations, *matched),
             )
             for r in pairs:

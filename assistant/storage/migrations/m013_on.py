@@ -292,3 +292,11 @@ def m019_dream_mode(db: Connection) -> None:
         CREATE INDEX dream_insights_user ON dream_insights (user_id, status);
         """
     )
+
+
+@migration
+def m020_memory_position(db: Connection) -> None:
+    """Where a memory stands in its conversation, when that is not where its row is: a memory that
+    dream mode consolidated stands where its first source stood (hybrid search's neighbour context
+    reads a conversation in this order, ``coalesce(position, rowid)``). NULL: its rowid."""
+    db.execute("ALTER TABLE memories ADD COLUMN position INTEGER")

@@ -336,3 +336,23 @@ def test_the_graph_follows_a_consolidation(dreaming) -> None:
     sources = graph.db.query("SELECT DISTINCT memory_id FROM kg_edge_sources")
     assert {r["memory_id"] for r in sources} == {merged}
     assert graph.move_sources("u1", [a.id, b.id], merged) == 0  # a replay moves nothing
+
+
+def test_a_consolidated_memory_stands_where_its_first_source_stood(dreaming) -> None:
+    """Hybrid search's neighbour context reads a conversation in ``coalesce(position, rowid)`` order:
+    the merged memory sits right after its first source (archived, still searchable), not after the
+    conversation's last memory."""
+    services = dreaming([nrem.Consolidate()])
+    memory = services.memory
+    before = memory.add("u1", "Which violin teacher should I call?", conversation_id="c1", embedding=unit((3, 1.0)))
+    a = memory.add("u1", "Try Mrs Okafor.", conversation_id="c1", embedding=unit((0, 1.0)))
+    b = memory.add("u1", "Try Mrs Okafor, she is patient.", conversation_id="c1", embedding=at_cosine(0.9, 1))
+    last = memory.add("u1", "The weather is nice.", conversation_id="c1", embedding=unit((5, 1.0)))
+    session = services.dream.trigger("u1", background=False)
+    [entry], _ = services.dream.journal("u1", session.id)
+    merged = entry.details["memory_id"]
+    rowid = {m: services.db.scalar("SELECT rowid FROM memories WHERE id = ?", (m,)) for m in (a.id, merged)}
+    assert services.db.scalar("SELECT position FROM memories WHERE id = ?", (merged,)) == rowid[a.id]
+    order = [r["id"] for r in services.db.query(
+        "SELECT id FROM memories WHERE conversation_id = 'c1' ORDER BY coalesce(position, rowid), rowid")]
+    assert order == [before.id, a.id, merged, b.id, last.id]
