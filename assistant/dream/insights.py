@@ -238,10 +238,12 @@ def merge_into_memory(deps: DreamDeps, insight: Insight) -> Insight:
     """The insight as a DreamInsight memory, once (``memory_id`` set: returned as it is)."""
     if insight.memory_id is not None:
         return insight
-    memory = deps.memory.add(insight.user_id, f"{insight.title}. {insight.content}", summary=insight.title[:200],
-                             memory_type=MemoryType.DREAM_INSIGHT, importance=min(max(insight.confidence, 0.1), 1.0),
-                             tags=["dream-insight", insight.insight_type.value])
-    return deps.store.update_insight(insight, memory_id=memory.id)
+    with deps.store.db.transaction():  # the memory and its record on the insight, or neither
+        memory = deps.memory.add(insight.user_id, f"{insight.title}. {insight.content}", summary=insight.title[:200],
+                                 memory_type=MemoryType.DREAM_INSIGHT,
+                                 importance=min(max(insight.confidence, 0.1), 1.0),
+                                 tags=["dream-insight", insight.insight_type.value])
+        return deps.store.update_insight(insight, memory_id=memory.id)
 
 
 def _confirm(deps: DreamDeps, user: str, details: dict) -> tuple[Insight, list[str]]:

@@ -153,7 +153,8 @@ class DreamService:
             self.insights.expire(user)
 
     def recover(self) -> list[DreamSession]:
-        """At start: sessions a previous process left active are completed from the journal and failed."""
+        """At start: sessions a previous process left active are completed from the journal and failed;
+        pending entries of other sessions (an insight confirmation cut short) are completed too."""
         failed = []
         with self._lock:
             for session in self.store.active():
@@ -168,6 +169,9 @@ class DreamService:
                 failed.append(self.store.update_session(session, status=SessionStatus.FAILED, completed=True,
                                                         reason=reason, paused_reason=None))
                 log.warning("dream session %s of user %s: %s", session.id, session.user_id, reason)
+            for session_id in self.store.sessions_with_pending():  # a user's confirm cut short by the crash
+                log.warning("dream session %s: %d pending operation(s) completed from the journal", session_id,
+                            replay(self.deps, session_id))
         return failed
 
     # --- control ----------------------------------------------------------------------------------

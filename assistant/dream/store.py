@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import uuid4
 
@@ -214,6 +214,11 @@ class DreamStore:
                              (session_id, EntryStatus.PENDING.value))
         return [self._entry(r) for r in rows]
 
+    def sessions_with_pending(self) -> list[str]:
+        """Sessions with a journal entry left pending (a crash between the journal and the change)."""
+        return [r["session_id"] for r in self.db.query(
+            "SELECT DISTINCT session_id FROM dream_journal WHERE status = ?", (EntryStatus.PENDING.value,))]
+
     def purge_journal(self, older_than_days: float) -> int:
         """Entries older than ``journal.retention_days`` go (sessions stay, with their counts)."""
         cutoff = self.clock() - older_than_days * SECONDS_PER_DAY
@@ -319,9 +324,3 @@ class DreamStore:
             "coalesce(last_evidence_ts, created_ts) < ?",
             (str(user_id), InsightStatus.ACTIVE.value, InsightType.HYPOTHESIS.value, cutoff))
         return [self._insight(r) for r in rows]
-
-    def delete_sessions_of(self, user_ids: Iterable[str]) -> None:  # pragma: no cover - user removal
-        with self.db.transaction() as db:
-            for user in user_ids:
-                db.execute("DELETE FROM dream_sessions WHERE user_id = ?", (str(user),))
-                db.execute("DELETE FROM dream_insights WHERE user_id = ?", (str(user),))

@@ -268,3 +268,13 @@ def test_a_phase_that_used_its_budget_stops_between_operations(dreaming, applied
     dream.nrem_steps, dream.rem_steps = [Greedy()], []
     session = dream.trigger("u1", background=False)
     assert seen == [True, True] and session.status is SessionStatus.COMPLETED and session.counts == {}
+
+
+def test_a_restart_completes_pending_entries_of_finished_sessions_too(dreaming, applied) -> None:
+    services = dreaming()
+    store = services.dream.store
+    session = store.create_session("u1", 1, "manual")
+    session = store.update_session(session, status=SessionStatus.COMPLETED, completed=True)
+    pending = store.begin_entry(session, 1, Phase.REM, Operation.DECAY_APPLIED, "late-key", {})  # a confirm, cut
+    assert services.dream.recover() == []
+    assert store.entry("u1", pending.id).status is EntryStatus.APPLIED and applied == [pending.id]
