@@ -116,7 +116,8 @@ def test_over_the_http_api(tmp_path: Path) -> None:
     with live:
         principal = live.services.keys.authenticate(key)
         expected = remember_days_ago(live.services, str(principal.user_id))
-        routed = httpx.get(f"{live.base_url}/api/v1/knowledge/graph", headers={"Authorization": f"Bearer {key}"})
+        routed = httpx.get(f"{live.base_url}/api/v1/knowledge/graph", headers={"Authorization": f"Bearer {key}"},
+                           timeout=60)  # a cold view build on a loaded 2-core machine
         assert routed.status_code == 200, f"the knowledge routes answer {routed.status_code}"
 
         def write() -> None:
