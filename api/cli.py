@@ -1,6 +1,6 @@
 """The ``assistant`` command: serve, models install/list, keys create/list/revoke, the voice satellite
 simulator, the two voice companion services (wake word, speaker identification), wakeword calibrate,
-and graph backfill / stats.
+graph backfill / stats, and dream trigger / status.
 
 It lives in ``api`` because ``serve`` starts the HTTP app; ``assistant`` never imports ``api``.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from uuid import UUID
@@ -56,6 +57,22 @@ def _open_services(settings: Settings):  # -> Services, imported lazily
     except AssistantError as exc:
         fail(exc.message)
         raise
+
+
+@contextmanager
+def opened_part(config: Path | None, data_dir: Path | None, part: str, disabled: str):  # noqa: ANN201
+    """The services of the configuration and one of their parts (``part``, an attribute of Services:
+    ``graph``, ``dream``); exit 2 with ``disabled`` when it is None; an AssistantError on the way
+    exits 1 with its message; the services are closed in any case."""
+    services = _open_services(load_settings(config, data_dir))
+    try:
+        if getattr(services, part) is None:
+            fail(disabled)
+        yield services, getattr(services, part)
+    except AssistantError as exc:
+        fail(exc.message, 1)
+    finally:
+        services.close()
 
 
 def uvicorn_options(settings: Settings) -> dict[str, object]:

@@ -13,7 +13,6 @@ idle gate.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -30,22 +29,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(dream_app, name="dream")
 
 
-@contextmanager
-def _opened(config: Path | None, data_dir: Path | None):  # noqa: ANN202 - yields (Services, DreamService)
-    """The services of the configuration and their dream service (exit 2 when dream mode is off); an
-    AssistantError on the way exits 1 with its message; the services are closed in any case."""
-    from api.cli import _open_services, fail, load_settings
-    from assistant.errors import AssistantError
+def _opened(config: Path | None, data_dir: Path | None):  # noqa: ANN202 - (Services, DreamService)
+    from api.cli import opened_part
 
-    services = _open_services(load_settings(config, data_dir))
-    try:
-        if services.dream is None:
-            fail("dream mode is disabled (dream.enabled = false, or memory.enabled = false)")
-        yield services, services.dream
-    except AssistantError as exc:
-        fail(exc.message, 1)
-    finally:
-        services.close()
+    return opened_part(config, data_dir, "dream", "dream mode is disabled (dream.enabled = false, or memory.enabled = false)")
 
 
 def _user(services, user: str | None) -> str:  # noqa: ANN001 - Services, imported lazily

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 from uuid import UUID
@@ -52,22 +51,11 @@ def _users(services, user: str | None) -> list[str]:  # noqa: ANN001 - Services,
     return [r["user_id"] for r in services.db.query("SELECT DISTINCT user_id FROM memories ORDER BY user_id")]
 
 
-@contextmanager
-def _opened(config: Path | None, data_dir: Path | None):  # noqa: ANN202 - yields (Services, KnowledgeGraph)
-    """The services of the configuration and their knowledge graph (exit 2 when it is disabled); an
-    AssistantError on the way exits 1 with its message; the services are closed in any case."""
-    from api.cli import _open_services, fail, load_settings
-    from assistant.errors import AssistantError
+def _opened(config: Path | None, data_dir: Path | None):  # noqa: ANN202 - (Services, KnowledgeGraph)
+    from api.cli import opened_part
 
-    services = _open_services(load_settings(config, data_dir))
-    try:
-        if services.graph is None:
-            fail("the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory.enabled = false)")
-        yield services, services.graph
-    except AssistantError as exc:
-        fail(exc.message, 1)
-    finally:
-        services.close()
+    return opened_part(config, data_dir, "graph",
+                       "the knowledge graph is disabled ([knowledge_graph] enabled = false, or memory.enabled = false)")
 
 
 def _extractors(graph) -> str:  # noqa: ANN001

@@ -3,8 +3,8 @@
 One active session per user (pending, running or paused). The cron ``schedule`` creates a Pending
 session for each user with memories (:meth:`DreamService.schedule_tick`); :meth:`DreamService.watch`
 (every ``WATCH_SECS``) starts it once the user has been idle for ``idle_threshold_secs`` (a session
-still pending after ``max_duration_hours`` fails: the user was never idle long enough that night),
-and does the housekeeping (journal retention, hypothesis expiry). ``trigger`` starts one now,
+still pending after ``max_duration_hours`` fails: the user was never idle long enough that night);
+the schedule also does the housekeeping (journal retention, hypothesis expiry). ``trigger`` starts one now,
 skipping the idle gate. Each running session has its own worker thread (:class:`DreamRun`).
 
 After a restart, :meth:`DreamService.recover` finds sessions a previous process left active, applies
@@ -120,17 +120,20 @@ class DreamService:
                     del self._runs[run.session.user_id]
 
     def schedule_tick(self) -> list[DreamSession]:
-        """The cron ``schedule`` fired: a Pending session for each user with memories and none active."""
+        """The cron ``schedule`` fired: a Pending session for each user with memories and none active;
+        then the housekeeping (journal retention, hypothesis expiry: days, so once a night is enough)."""
         created = []
         with self._lock:
-            for user in self.store.users_with_memories():
+            users = self.store.users_with_memories()
+            for user in users:
                 if self._active(user) is None:
                     created.append(self.store.create_session(user, self.settings.max_cycles, "schedule"))
+        self.housekeeping(users)
         return created
 
     def watch(self) -> list[DreamSession]:
-        """Start pending sessions whose user is idle; fail those pending too long; housekeeping.
-        Returns the sessions started."""
+        """Start pending sessions whose user is idle; fail those pending too long. Returns the
+        sessions started."""
         started = []
         cap = self.settings.max_duration_hours * 3600.0
         with self._lock:
@@ -144,12 +147,11 @@ class DreamService:
                         session, status=SessionStatus.FAILED, completed=True,
                         reason=f"the user was not idle for idle_threshold_secs ({self.settings.idle_threshold_secs}) "
                                f"within max_duration_hours ({self.settings.max_duration_hours:g})")
-        self.housekeeping()
         return started
 
-    def housekeeping(self) -> None:
+    def housekeeping(self, users: list[str] | None = None) -> None:
         self.store.purge_journal(self.settings.journal.retention_days)
-        for user in self.store.users_with_memories():
+        for user in self.store.users_with_memories() if users is None else users:
             self.insights.expire(user)
 
     def recover(self) -> list[DreamSession]:
