@@ -21,6 +21,7 @@ from assistant.chat.tool_runs import ToolRunStore
 from assistant.commands.service import CommandService
 from assistant.config import Settings
 from assistant.crypto import Sealer
+from assistant.defence.types import Detector, NoDefence
 from assistant.dream.build import build_dream
 from assistant.dream.service import DreamService
 from assistant.embeddings.base import Embedder, create_embedder
@@ -43,6 +44,8 @@ from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
 from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.ratelimit import RateLimiter
+from assistant.sanitation.build import build_sanitation
+from assistant.sanitation.service import SanitationService
 from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
 from assistant.storage.analytics import Analytics
@@ -86,6 +89,8 @@ class Services:
     snippets: SnippetStore | None = None
     graph: KnowledgeGraph | None = None  # while [knowledge_graph] enabled and the memory store on
     dream: DreamService | None = None  # while [dream] enabled and the memory store on
+    defence: Detector = field(default_factory=NoDefence)  # the prompt-injection defence ([defence])
+    sanitation: SanitationService | None = None  # while [sanitation] enabled and the memory store on
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
@@ -280,6 +285,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
     services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
+    services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,
+                                                             conversations)
+    chat.defence = services.defence
     if services.dream is not None:
         metrics.dream = services.dream.counters.snapshot
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)

@@ -47,6 +47,7 @@ from assistant.config.extended import (
     SovereignIntelligenceSettings,
 )
 from assistant.config.night import (
+    DefenceSettings,
     DreamSettings,
     JournalSettings,
     KnowledgeGraphSettings,
@@ -114,6 +115,7 @@ __all__ = [
     "RemindersSettings",
     "RoomSettings",
     "SanitationSettings",
+    "DefenceSettings",
     "Section",
     "SecuritySettings",
     "ServerSettings",
@@ -163,6 +165,7 @@ class Settings(BaseSettings):
     dream: DreamSettings = Field(default_factory=DreamSettings)
     knowledge_graph: KnowledgeGraphSettings = Field(default_factory=KnowledgeGraphSettings)
     sanitation: SanitationSettings = Field(default_factory=SanitationSettings)
+    defence: DefenceSettings = Field(default_factory=DefenceSettings)
     voice: VoiceSettings | None = None
     messenger: MessengerSettings = Field(default_factory=MessengerSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)

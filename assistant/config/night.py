@@ -92,6 +92,9 @@ class DreamSettings(Section):
 
 class SanitationSettings(Section):
     enabled: bool = True
+    # Refused outside these bounds when loaded or assigned; a value that drifted past them anyway (a
+    # settings object built without validation, model_copy(update=...), an old pickled config) is
+    # clamped back by each sanitation run and the correction logged (event bus and result record).
     quarantine_ttl_days: int = Field(7, ge=1, le=30)
     memory_batch_size: int = Field(10, ge=5, le=50)
     max_restart_count: int = Field(4, ge=0)
@@ -102,3 +105,22 @@ class SanitationSettings(Section):
     quality_re_ask_weight: float = Field(0.4, ge=0.0, le=1.0)
     quality_correction_weight: float = Field(0.4, ge=0.0, le=1.0)
     quality_abandonment_weight: float = Field(0.2, ge=0.0, le=1.0)
+    # A drop of the quality score by at least this much from the previous run is a QualityRegression.
+    quality_regression_threshold: float = Field(0.1, ge=0.0, le=1.0)
+
+
+class DefenceSettings(Section):
+    """The prompt-injection defence (assistant/defence/): layers over normalised text."""
+
+    enabled: bool = True
+    # Flag when the combined suspicion reaches this (0..1). The classifier's probability counts as
+    # suspicion; a static or dynamic pattern, or hidden encoded instructions, count as 1.
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    classifier: bool = True  # the small trained model (weights shipped in the package)
+    # Ask the configured engine (JSON verdict) when the classifier lands in [judge_low, judge_high).
+    judge: bool = False
+    judge_low: float = Field(0.35, ge=0.0, le=1.0)
+    judge_high: float = Field(0.65, ge=0.0, le=1.0)
+    # Indirect content (tool results, memories, mail, web pages): replace the detected spans with a
+    # marker before the text reaches the model (the text is always wrapped as data).
+    neutralise: bool = True

@@ -70,6 +70,7 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("kg_events", ("data_sealed",), key=("user_id", "seq"), row_id="user_id || ':' || seq"),
     SealedTable("dream_journal", ("details_sealed", "before_sealed", "after_sealed")),
     SealedTable("dream_insights", ("title_sealed", "content_sealed")),
+    SealedTable("sanitation_results", ("body_sealed",)),
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

@@ -300,3 +300,50 @@ def m020_memory_position(db: Connection) -> None:
     dream mode consolidated stands where its first source stood (hybrid search's neighbour context
     reads a conversation in this order, ``coalesce(position, rowid)``). NULL: its rowid."""
     db.execute("ALTER TABLE memories ADD COLUMN position INTEGER")
+
+
+@migration
+def m021_sanitation(db: Connection) -> None:
+    """Sanitation (issue 15): one result record per run (its body sealed: it names memories and
+    reasons), the dynamic defence patterns per user (deduplicated by hash; deactivated, never
+    deleted), and a tombstone per purged quarantined memory (so a restore can say why it is gone)."""
+    db.executescript(
+        """
+        CREATE TABLE sanitation_results (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            session_id TEXT,
+            cycle INTEGER,
+            trigger TEXT NOT NULL,
+            status TEXT NOT NULL,
+            quality_score REAL,
+            body_sealed BLOB NOT NULL,
+            started_ts REAL NOT NULL,
+            completed_ts REAL
+        );
+        CREATE INDEX sanitation_results_user ON sanitation_results (user_id, started_ts);
+        CREATE INDEX sanitation_results_session ON sanitation_results (session_id);
+        CREATE TABLE defense_patterns (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            pattern TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            active INTEGER NOT NULL DEFAULT 1,
+            source TEXT NOT NULL,
+            family TEXT NOT NULL DEFAULT '',
+            hits INTEGER NOT NULL DEFAULT 0,
+            session_id TEXT,
+            created_ts REAL NOT NULL,
+            deactivated_ts REAL
+        );
+        CREATE UNIQUE INDEX defense_patterns_hash ON defense_patterns (user_id, hash);
+        CREATE TABLE memory_purges (
+            memory_id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            quarantined_at TEXT,
+            quarantine_reason TEXT,
+            purged_ts REAL NOT NULL
+        );
+        CREATE INDEX memory_purges_user ON memory_purges (user_id);
+        """
+    )

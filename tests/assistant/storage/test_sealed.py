@@ -34,6 +34,8 @@ from assistant.graph.store import GraphStore
 from assistant.graph.types import NodeKind
 from assistant.llm.base import ToolCall
 from assistant.memory.store import MemoryStore
+from assistant.sanitation.store import SanitationStore, new_result_id
+from assistant.sanitation.types import SanitationResult
 from assistant.snippets import SnippetStore
 from assistant.storage import sealed
 from assistant.storage.db import Database
@@ -66,6 +68,7 @@ class Stores:
         self.audit = AuditLog(self.db, self.sealer)
         self.graph = GraphStore(self.db, self.sealer)
         self.dream = DreamStore(self.db, self.sealer)
+        self.sanitation = SanitationStore(self.db, self.sealer)
 
 
 @pytest.fixture
@@ -215,6 +218,13 @@ def _insight(s: Stores, user: str, text: str, column: str) -> str:
     return insight.id
 
 
+def _sanitation(s: Stores, user: str, text: str) -> str:
+    result = SanitationResult(id=new_result_id(), user_id=user, session_id=None, cycle=None, trigger="manual",
+                              status="completed", started_at="2026-11-25T10:00:00Z", error=text)
+    s.sanitation.save_result(result)
+    return result.id
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -258,6 +268,7 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
                                          lambda s, u, r: s.dream.insight(u, r).title),
     ("dream_insights", "content_sealed"): (lambda s, u, t: _insight(s, u, t, "content"),
                                            lambda s, u, r: s.dream.insight(u, r).content),
+    ("sanitation_results", "body_sealed"): (_sanitation, lambda s, u, r: str(s.sanitation.result(u, r).error)),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,

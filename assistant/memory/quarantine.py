@@ -1,0 +1,61 @@
+"""Quarantined memories: the list a user reviews, restore, and the purge after ``quarantine_ttl_days``.
+
+Quarantine itself is :meth:`MemoryStore.quarantine` (type ``Quarantined``, the former type kept in
+``original_memory_type``): such a memory never reaches a prompt. Restore gives it back its type
+(``Archived`` again when it had been archived before) and tells the listeners it was written, so the
+knowledge graph takes its facts back. A purge deletes it for good; the caller keeps a tombstone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from assistant.clock import iso_at
+from assistant.errors import ConflictError
+from assistant.memory.store import MemoryStore
+from assistant.memory.types import Memory, MemoryType
+from assistant.storage.db import Database
+
+QUARANTINED = MemoryType.QUARANTINED.value
+
+
+def quarantined(store: MemoryStore, user_id: str, limit: int = 50, offset: int = 0) -> tuple[list[Memory], int]:
+    """The user's quarantined memories, newest quarantine first, and how many there are."""
+    user = str(user_id)
+    rows = store.db.query("SELECT * FROM memory_rows WHERE user_id = ? AND memory_type = ? "
+                          "ORDER BY quarantined_at DESC, rowid DESC LIMIT ? OFFSET ?", (user, QUARANTINED, limit, offset))
+    total = store.db.scalar("SELECT count(*) FROM memories WHERE user_id = ? AND memory_type = ?", (user, QUARANTINED))
+    return [store._memory(r) for r in rows], int(total or 0)
+
+
+def restore(store: MemoryStore, user_id: str, memory_id: str) -> Memory:
+    """Bring a quarantined memory back (404 when it is not the user's, 409 when not quarantined)."""
+    row = store._row(user_id, memory_id)
+    if row["memory_type"] != QUARANTINED:
+        raise ConflictError(f"memory {memory_id} is not quarantined (it is {row['memory_type']})")
+    back = MemoryType.ARCHIVED.value if row["archived_at"] else (row["original_memory_type"] or MemoryType.CONTEXT.value)
+    keep_original = row["original_memory_type"] if back == MemoryType.ARCHIVED.value else None
+    with store.db.transaction() as db:
+        db.execute("UPDATE memories SET memory_type = ?, original_memory_type = ?, quarantined_at = NULL, "
+                   "quarantine_reason = NULL WHERE rowid = ?", (back, keep_original, row["rowid"]))
+    store._tell("memories_written", user_id, [row["id"]])
+    return store.get(user_id, memory_id)
+
+
+def expired(store: MemoryStore, user_id: str, now: float, ttl_days: float) -> list[dict]:
+    """Quarantined memories of the user older than ``ttl_days`` (id, rowid, quarantined_at, reason)."""
+    cutoff = iso_at(now - ttl_days * 86_400.0)
+    return store.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE user_id = ? AND "
+                          "memory_type = ? AND quarantined_at IS NOT NULL AND quarantined_at < ? ORDER BY rowid",
+                          (str(user_id), QUARANTINED, cutoff))
+
+
+def purge(db: Database, rows: Sequence[dict]) -> list[int]:
+    """Delete ``rows`` (from :func:`expired`) inside the caller's transaction; returns their rowids,
+    which the caller removes from the vector index once the transaction committed
+    (``store.indexes.remove``)."""
+    rowids = [int(r["rowid"]) for r in rows]
+    if rowids:
+        marks = ",".join("?" * len(rowids))
+        db.execute(f"DELETE FROM memories WHERE rowid IN ({marks})", rowids)
+    return rowids
