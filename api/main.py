@@ -24,6 +24,8 @@ from api.routes import (
     knowledge,
     memories,
     metrics,
+    quarantine,
+    sanitation,
     snippets,
     system,
     tools,
@@ -125,9 +127,11 @@ def create_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
-    for router in (health.router, metrics.router, chat.router, memories.router, system.router, tools.router,
-                   snippets.router, agent_profiles.router, catalog.router, approvals.router,
-                   agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router):
+    # quarantine before memories: /v1/memories/quarantine is not a memory id
+    for router in (health.router, metrics.router, chat.router, quarantine.router, memories.router, system.router,
+                   tools.router, snippets.router, agent_profiles.router, catalog.router, approvals.router,
+                   agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
+                   sanitation.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)
