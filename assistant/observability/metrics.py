@@ -273,3 +273,33 @@ def _graph_metrics(figures: GraphFigures) -> Iterator[Metric]:
     for kind, n in sorted(figures.events.items()):
         events.add_sample("knowledge_graph_events_total", {"type": kind}, n)
     yield events
+
+
+# --- sanitation (its own block: the spec's exact names) --------------------------------------------------
+
+SANITATION_PREFIX = "assistant_sanitation_"  # the spec's "<svc>_sanitation_" with <svc> = assistant
+SANITATION_SERIES = (  # snapshot key (SanitationCounters), type, help text
+    ("memories_quarantined", "counter", "Memories quarantined by sanitation (stale, poisoned, contradicted)."),
+    ("contradictions_resolved", "counter", "Contradictions resolved (the losing memory quarantined)."),
+    ("graph_orphans", "counter", "Knowledge-graph integrity issues fixed (orphan nodes, dangling and unsourced "
+                                 "edges)."),
+    ("defense_patterns_added", "counter", "Dynamic defence patterns added by defence evolution."),
+    ("anomalies_detected", "counter", "Anomalies detected (latency spikes, error-rate surges)."),
+    ("rollbacks", "counter", "Sanitation runs rolled back after a critical failure."),
+    ("defense_score_x100", "gauge", "The latest defence score (0..100), times 100."),
+    ("quality_score_x100", "gauge", "The latest quality score (0..1), times 100."),
+)
+
+
+def sanitation_exposition(snapshot: dict[str, Any]) -> bytes:
+    """The spec's sanitation series in the Prometheus text format, from a
+    :meth:`~assistant.sanitation.service.SanitationCounters.snapshot` (each present, 0 before any run).
+
+    Written here rather than by prometheus-client, as ``app_uptime_seconds`` is: the library names a
+    counter ``<name>_total``, and the spec's sanitation counters have no suffix
+    (``assistant_sanitation_memories_quarantined``)."""
+    lines: list[str] = []
+    for key, kind, text in SANITATION_SERIES:
+        name = f"{SANITATION_PREFIX}{key}"
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name} {float(snapshot.get(key) or 0)}"]
+    return ("\n".join(lines) + "\n").encode()

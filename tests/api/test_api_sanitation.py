@@ -223,3 +223,40 @@ def test_the_routes_are_documented_with_their_schemas(client) -> None:
         assert "503" in operation["responses"], path
     quality = doc["components"]["schemas"]["QualityOut"]["properties"]
     assert {"score", "trend", "recommendations", "re_ask_rate", "correction_rate", "abandonment_rate"} <= set(quality)
+
+
+SANITATION_SERIES = {"memories_quarantined": "counter", "contradictions_resolved": "counter",
+                     "graph_orphans": "counter", "defense_patterns_added": "counter", "anomalies_detected": "counter",
+                     "rollbacks": "counter", "defense_score_x100": "gauge", "quality_score_x100": "gauge"}
+
+
+def sanitation_samples(client) -> dict[str, tuple[str, float]]:  # noqa: ANN001
+    """name -> (type, value) of every assistant_sanitation_ series, by the exact names in the text (the
+    parser of prometheus-client renames a counter's sample <name>_total, so the lines are read too)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = client.get("/metrics/prometheus").text
+    types = {f.name: f.type for f in text_string_to_metric_families(text) if f.name.startswith("assistant_sanitation_")}
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("assistant_sanitation_"):
+            name, value = line.split()
+            found[name] = (types[name], float(value))
+    return found
+
+
+def test_the_sanitation_series_have_the_specs_names_at_zero_then_the_counters(client, services) -> None:
+    expected = {f"assistant_sanitation_{name}": (kind, 0.0) for name, kind in SANITATION_SERIES.items()}
+    assert sanitation_samples(client) == expected
+    counters = services.sanitation.counters
+    counters.memories_quarantined, counters.rollbacks, counters.quality_score_x100 = 3, 1, 72
+    found = sanitation_samples(client)
+    assert found["assistant_sanitation_memories_quarantined"] == ("counter", 3.0)
+    assert found["assistant_sanitation_rollbacks"] == ("counter", 1.0)
+    assert found["assistant_sanitation_quality_score_x100"] == ("gauge", 72.0)
+    assert set(client.get("/metrics").json()) == {"uptime_seconds", "http", "inference"}  # the spec's JSON
+
+
+def test_no_sanitation_series_while_it_is_disabled(make_settings, make_services, make_client) -> None:
+    services = make_services(make_settings(sanitation={"enabled": False}))
+    assert "sanitation" not in make_client(services).get("/metrics/prometheus").text
