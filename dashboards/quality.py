@@ -1,0 +1,248 @@
+"""Sanitation at a glance: the quality score over time, what sanitation set aside, and the defences it grew.
+
+Everything shown comes from a :class:`~dashboards.quality_client.QualityClient` (the HTTP API or the
+package in process: the same JSON), and every action goes through it; this module only lays it out:
+
+- **quality** now (``quality()``: score, trend, the three components, recommendations); when the
+  assessment is unavailable, the latest run's is shown and the reason said;
+- **curves**: the score and its components (re-ask, correction, abandonment rates) of each run in
+  the history (``history()``, oldest first), on a plotly time axis;
+- **quarantine** table (reason, verdict, when) with a *Restore* button per row (``restore``: the
+  memory gets its type back and leaves the table; a purged one's refusal says when and why);
+- **defence patterns** table with their hit counts and a *Deactivate* button per row;
+- *Run sanitation now* (``run()``) and a periodic refresh (``refresh_ms``).
+
+Serve it with ``panel serve dashboards/quality.py``: with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
+set it uses the API server (the key's user); otherwise it builds the services of the configured data
+directory in process (``--args config.toml``; only while no server holds that directory) and shows
+``ASSISTANT_DASHBOARD_USER`` (default: the owner). In a notebook: ``pn.extension("plotly", "tabulator")``,
+then ``QualityView(LocalQualityClient(services.sanitation, user))``.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+import plotly.graph_objects as go
+
+from assistant.clock import epoch_of
+from dashboards.quality_client import HttpQualityClient, LocalQualityClient, QualityClient, QualityClientError
+
+SERIES = (("score", "quality score", "#2ca02c"), ("re_ask_rate", "re-ask rate", "#1f77b4"),
+          ("correction_rate", "correction rate", "#ff7f0e"), ("abandonment_rate", "abandonment rate", "#d62728"))
+TREND_MARKS = {"Improving": "↑", "Stable": "→", "Degrading": "↓"}
+QUARANTINE_COLUMNS = ["id", "content", "reason", "type", "quarantined"]
+PATTERN_COLUMNS = ["id", "pattern", "family", "source", "hits", "created"]
+
+
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromtimestamp(epoch_of(text), UTC).replace(tzinfo=None)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def curves_figure(results: list[dict[str, Any]]) -> go.Figure:
+    """One line per series over the runs that have a quality assessment (oldest first)."""
+    rated = [r for r in results if r.get("quality") and _moment(r.get("started_at"))]
+    x = [_moment(r["started_at"]) for r in rated]
+    fig = go.Figure()
+    for key, name, colour in SERIES:
+        fig.add_trace(go.Scatter(x=x, y=[float(r["quality"].get(key, 0.0)) for r in rated], name=name,
+                                 mode="lines+markers", line={"color": colour, "width": 3 if key == "score" else 1.5},
+                                 customdata=[r["id"] for r in rated]))
+    fig.update_layout(
+        xaxis={"type": "date", "title": "run (UTC)"}, yaxis={"range": [0, 1.05], "title": "rate / score"},
+        title={"text": f"Quality over {len(rated)} run(s)" if rated else "No sanitation run yet",
+               "font": {"size": 14}},
+        height=320, margin={"l": 10, "r": 10, "t": 40, "b": 40}, plot_bgcolor="white",
+        legend={"orientation": "h", "y": -0.25}, uirevision="quality")
+    return fig
+
+
+def quality_markdown(quality: dict[str, Any] | None, note: str = "") -> str:
+    if not quality:
+        return "**No quality assessment yet.**" + (f"  \n{html.escape(note)}" if note else "")
+    trend = str(quality.get("trend", ""))
+    lines = [f"**Quality {float(quality['score']):.2f}** {TREND_MARKS.get(trend, '')} {html.escape(trend)}"
+             + (" — **regression**" if quality.get("regression") else ""),
+             f"re-ask {float(quality.get('re_ask_rate', 0)):.2f} · correction "
+             f"{float(quality.get('correction_rate', 0)):.2f} · abandonment {float(quality.get('abandonment_rate', 0)):.2f}"
+             f" · {quality.get('messages', 0)} message(s) in {quality.get('conversations', 0)} conversation(s)"]
+    lines += [f"- {html.escape(r)}" for r in quality.get("recommendations") or []]
+    if note:
+        lines.append(f"*{html.escape(note)}*")
+    return "  \n".join(lines[:2]) + ("\n\n" + "\n".join(lines[2:]) if lines[2:] else "")
+
+
+def quarantine_frame(memories: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "id": m["id"], "content": _short(m.get("content") or ""), "reason": m.get("quarantine_reason") or "",
+        "type": m.get("original_memory_type") or "", "quarantined": m.get("quarantined_at") or "",
+    } for m in memories], columns=QUARANTINE_COLUMNS)
+
+
+def patterns_frame(patterns: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "id": p["id"], "pattern": p["pattern"], "family": p.get("family") or "", "source": p.get("source") or "",
+        "hits": int(p.get("hits") or 0), "created": p.get("created_at") or "",
+    } for p in patterns], columns=PATTERN_COLUMNS)
+
+
+class QualityView(pn.viewable.Viewer):
+    """The sanitation of one user through ``client`` (see the module docstring)."""
+
+    history_runs = param.Integer(100, bounds=(1, 500), doc="Runs on the curves")
+    refresh_ms = param.Integer(5000, bounds=(250, None), doc="How often everything is read again (ms)")
+
+    def __init__(self, client: QualityClient, **params):
+        super().__init__(**params)
+        self.client = client
+        self.results: list[dict[str, Any]] = []
+        self.memories: list[dict[str, Any]] = []
+        self.patterns: list[dict[str, Any]] = []
+        self.summary = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["quality-summary"])
+        self.message = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["quality-message"])
+        self.run_button = pn.widgets.Button(label="Run sanitation now", color="primary", width=180)
+        self.run_button.on_click(lambda _e: self.run())
+        self.curves = pn.pane.Plotly(sizing_mode="stretch_width", height=320)
+        self.quarantine_table = pn.widgets.Tabulator(
+            quarantine_frame([]), disabled=True, show_index=False, hidden_columns=["id"], sizing_mode="stretch_width",
+            buttons={"restore": "Restore"}, height=300, css_classes=["quality-quarantine"])
+        self.quarantine_table.on_click(self._quarantine_clicked)
+        self.patterns_table = pn.widgets.Tabulator(
+            patterns_frame([]), disabled=True, show_index=False, hidden_columns=["id"], sizing_mode="stretch_width",
+            buttons={"deactivate": "Deactivate"}, height=260, css_classes=["quality-patterns"])
+        self.patterns_table.on_click(self._pattern_clicked)
+        self.callback: pn.io.callbacks.PeriodicCallback | None = None
+        self.refresh()
+
+    def _try(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except QualityClientError as exc:
+            self.message.object = f"**{what} failed:** {html.escape(str(exc))}"
+        except Exception as exc:  # the server unreachable, an unexpected answer: say so, keep the page
+            self.message.object = f"**{what} failed:** {html.escape(f'{type(exc).__name__}: {exc}')}"
+        return None
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        page = self._try("Reading the run history", self.client.history, self.history_runs)
+        if page is not None:
+            self.results = page["results"]
+            self.curves.object = curves_figure(self.results)
+        self.read_quality()
+        self.read_quarantine()
+        self.read_patterns()
+
+    def read_quality(self) -> None:
+        try:
+            self.summary.object = quality_markdown(self.client.quality())
+        except Exception as exc:  # not available: the latest run's assessment, and why
+            latest = next((r["quality"] for r in reversed(self.results) if r.get("quality")), None)
+            note = f"the current assessment is unavailable ({exc}); showing the latest run's" if latest else str(exc)
+            self.summary.object = quality_markdown(latest, note)
+
+    def read_quarantine(self) -> None:
+        page = self._try("Reading the quarantine", self.client.quarantine)
+        if page is not None:
+            self.memories = page["memories"]
+            self.quarantine_table.value = quarantine_frame(self.memories)
+
+    def read_patterns(self) -> None:
+        page = self._try("Reading the defence patterns", self.client.patterns)
+        if page is not None:
+            self.patterns = page["patterns"]
+            self.patterns_table.value = patterns_frame(self.patterns)
+
+    # --- acting ----------------------------------------------------------------------------------
+
+    def restore(self, memory_id: str) -> dict[str, Any] | None:
+        memory = self._try("Restoring the memory", self.client.restore, memory_id)
+        if memory is not None:
+            self.message.object = (f"Restored *{html.escape(_short(memory.get('content') or '', 60))}* as "
+                                   f"**{html.escape(memory['memory_type'])}**.")
+        self.read_quarantine()
+        return memory
+
+    def deactivate(self, pattern_id: str) -> dict[str, Any] | None:
+        pattern = self._try("Deactivating the pattern", self.client.deactivate, pattern_id)
+        if pattern is not None:
+            self.message.object = f"Pattern `{html.escape(_short(pattern['pattern'], 60))}` deactivated."
+        self.read_patterns()
+        return pattern
+
+    def run(self) -> dict[str, Any] | None:
+        result = self._try("Running sanitation", self.client.run)
+        if result is not None:
+            counts = result.get("counts") or {}
+            self.message.object = (f"Sanitation run **{html.escape(result['status'])}**: "
+                                   f"{len(result.get('quarantined') or [])} quarantined, "
+                                   f"{counts.get('purged', 0)} purged.")
+            self.refresh()
+        return result
+
+    def _quarantine_clicked(self, event: Any) -> None:
+        if event.column == "restore" and event.row is not None and event.row < len(self.quarantine_table.value):
+            self.restore(self.quarantine_table.value.iloc[event.row]["id"])
+
+    def _pattern_clicked(self, event: Any) -> None:
+        if event.column == "deactivate" and event.row is not None and event.row < len(self.patterns_table.value):
+            self.deactivate(self.patterns_table.value.iloc[event.row]["id"])
+
+    # --- layout ----------------------------------------------------------------------------------
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self.callback is None:
+            self.callback = pn.state.add_periodic_callback(self.refresh, period=self.refresh_ms)
+        return pn.Column(
+            pn.Row("## Quality", self.run_button, sizing_mode="stretch_width"),
+            self.message,
+            self.summary,
+            self.curves,
+            "### Quarantined memories",
+            self.quarantine_table,
+            "### Defence patterns",
+            self.patterns_table,
+            sizing_mode="stretch_width",
+        )
+
+
+def served_client(config: str | None) -> QualityClient:
+    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else the services of the
+    configured data directory in process (built once per process, in ``pn.state.cache``)."""
+    url = os.environ.get("ASSISTANT_API_URL")
+    if url:
+        return HttpQualityClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+    key = f"quality:{config}"
+    if key not in pn.state.cache:
+        from assistant.config import Settings
+        from assistant.errors import ConfigError
+        from assistant.services import build_services
+
+        services = build_services(Settings.load(config))
+        if services.sanitation is None:
+            raise ConfigError("sanitation is disabled ([sanitation] enabled = false, or memory.enabled = false)")
+        user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(services.keys.owner_user_id())
+        pn.state.cache[key] = (services, user)
+    services, user = pn.state.cache[key]
+    return LocalQualityClient(services.sanitation, user)
+
+
+if pn.state.served:
+    pn.extension("plotly", "tabulator")
+    _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
+    pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
+    QualityView(_client).servable(title="Quality")

@@ -1,0 +1,180 @@
+"""Where the quality dashboard reads from and acts through: the package in this process, or the HTTP API.
+
+:class:`QualityClient` is what :mod:`dashboards.quality` needs; both implementations answer with the
+JSON shapes of the sanitation and quarantine routes (the ``as_dict()`` of :mod:`assistant.sanitation.types`):
+
+- ``quality()``: ``GET /v1/sanitation/quality`` -> ``{score, trend, recommendations, re_ask_rate, ...}``;
+- ``history(limit)``: ``GET /v1/sanitation/results?limit=`` -> ``{"results": [...], "total": n}``, oldest
+  first (each result's ``quality`` is the assessment of that run: the dashboard's curves);
+- ``quarantine(limit, offset)``: ``GET /v1/memories/quarantine`` -> ``{"memories": [...], "total": n}``
+  (each with ``quarantined_at``, ``quarantine_reason``, ``original_memory_type``);
+- ``restore(memory_id)``: ``POST /v1/memories/{id}/restore`` -> the memory, restored;
+- ``patterns()``: ``GET /v1/sanitation/defense-patterns`` -> ``{"patterns": [...], "total": n}`` (with ``hits``);
+- ``deactivate(pattern_id)``: ``DELETE /v1/sanitation/defense-patterns/{id}`` -> the pattern, inactive;
+- ``run()``: ``POST /v1/sanitation/run`` -> the result record of a run now.
+
+Failures raise :class:`QualityClientError` with the message a user should read (the API's error
+envelope, or the package's error: a purged memory's 404 says when and why it was purged).
+
+:class:`LocalQualityClient` wraps a :class:`~assistant.sanitation.service.SanitationService` and a user
+id. :class:`HttpQualityClient` uses httpx (the project's HTTP client) and sends the key as ``X-API-Key``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import httpx
+
+from assistant.errors import AssistantError
+from assistant.memory.types import Memory
+from assistant.sanitation.service import SanitationService
+
+STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400,
+          "SERVICE_UNAVAILABLE": 503}  # as the API maps them
+
+
+class QualityClientError(Exception):
+    """What went wrong, in words for the user; ``status`` is the HTTP status (404, 409...) when known."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class QualityClient(Protocol):
+    def quality(self) -> dict[str, Any]: ...
+
+    def history(self, limit: int = 100) -> dict[str, Any]: ...
+
+    def quarantine(self, limit: int = 200, offset: int = 0) -> dict[str, Any]: ...
+
+    def restore(self, memory_id: str) -> dict[str, Any]: ...
+
+    def patterns(self) -> dict[str, Any]: ...
+
+    def deactivate(self, pattern_id: str) -> dict[str, Any]: ...
+
+    def run(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+# --- in process ---------------------------------------------------------------------------------------
+
+
+def memory_json(m: Memory) -> dict[str, Any]:
+    """A quarantined memory as ``GET /v1/memories/quarantine`` lists it."""
+    return {"id": m.id, "content": m.content, "summary": m.summary, "memory_type": m.memory_type.value,
+            "importance": m.importance, "access_count": m.access_count, "tags": list(m.tags),
+            "created_at": m.created_at, "updated_at": m.updated_at, "quarantined_at": m.quarantined_at,
+            "quarantine_reason": m.quarantine_reason,
+            "original_memory_type": m.original_memory_type.value if m.original_memory_type else None}
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    body = result.as_dict()
+    body.pop("user_id", None)  # the API does not repeat the caller
+    return body
+
+
+class LocalQualityClient:
+    """The sanitation of ``user_id`` in ``sanitation`` (this process)."""
+
+    def __init__(self, sanitation: SanitationService, user_id: str):
+        self.sanitation = sanitation
+        self.user = str(user_id)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except AssistantError as exc:  # not found, conflict: the message the API would answer
+            raise QualityClientError(str(exc), STATUS.get(exc.code)) from exc
+        except NotImplementedError as exc:
+            raise QualityClientError(f"not available in this build ({exc})", 503) from exc
+
+    def quality(self) -> dict[str, Any]:
+        return self._call(self.sanitation.quality, self.user).as_dict()
+
+    def history(self, limit: int = 100) -> dict[str, Any]:
+        found = self._call(self.sanitation.store.history, self.user, limit)
+        return {"results": [result_json(r) for r in found], "total": len(found)}
+
+    def quarantine(self, limit: int = 200, offset: int = 0) -> dict[str, Any]:
+        found, total = self._call(self.sanitation.quarantined, self.user, limit, offset)
+        return {"memories": [memory_json(m) for m in found], "total": total, "limit": limit, "offset": offset}
+
+    def restore(self, memory_id: str) -> dict[str, Any]:
+        return memory_json(self._call(self.sanitation.restore, self.user, memory_id))
+
+    def patterns(self) -> dict[str, Any]:
+        found = self._call(self.sanitation.patterns, self.user)
+        return {"patterns": [p.as_dict() for p in found], "total": len(found)}
+
+    def deactivate(self, pattern_id: str) -> dict[str, Any]:
+        return self._call(self.sanitation.deactivate_pattern, self.user, pattern_id).as_dict()
+
+    def run(self) -> dict[str, Any]:
+        return result_json(self._call(self.sanitation.run, self.user))
+
+    def close(self) -> None:
+        pass
+
+
+# --- over HTTP ----------------------------------------------------------------------------------------
+
+
+def _message(response: httpx.Response) -> str:
+    """The error envelope's message (``{"error": {"message": ...}}``), else the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return str(body)[:300]
+
+
+class HttpQualityClient:
+    """The sanitation of the API key's user on the server at ``base_url``."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 60.0,
+                 transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url, headers={"X-API-Key": api_key}, timeout=timeout,
+                                 transport=transport)
+
+    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+              json: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self.http.request(method, path, json=json, params=params)
+        except httpx.HTTPError as exc:
+            raise QualityClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
+        if response.status_code >= 400:
+            raise QualityClientError(_message(response), response.status_code)
+        return response.json()
+
+    def quality(self) -> dict[str, Any]:
+        return self._send("GET", "/v1/sanitation/quality")
+
+    def history(self, limit: int = 100) -> dict[str, Any]:
+        return self._send("GET", "/v1/sanitation/results", params={"limit": limit})
+
+    def quarantine(self, limit: int = 200, offset: int = 0) -> dict[str, Any]:
+        return self._send("GET", "/v1/memories/quarantine", params={"limit": limit, "offset": offset})
+
+    def restore(self, memory_id: str) -> dict[str, Any]:
+        return self._send("POST", f"/v1/memories/{memory_id}/restore", json={})
+
+    def patterns(self) -> dict[str, Any]:
+        return self._send("GET", "/v1/sanitation/defense-patterns")
+
+    def deactivate(self, pattern_id: str) -> dict[str, Any]:
+        return self._send("DELETE", f"/v1/sanitation/defense-patterns/{pattern_id}")
+
+    def run(self) -> dict[str, Any]:
+        return self._send("POST", "/v1/sanitation/run", json={})
+
+    def close(self) -> None:
+        self.http.close()
