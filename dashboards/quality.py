@@ -79,10 +79,11 @@ def quality_markdown(quality: dict[str, Any] | None, note: str = "") -> str:
              f"re-ask {float(quality.get('re_ask_rate', 0)):.2f} · correction "
              f"{float(quality.get('correction_rate', 0)):.2f} · abandonment {float(quality.get('abandonment_rate', 0)):.2f}"
              f" · {quality.get('messages', 0)} message(s) in {quality.get('conversations', 0)} conversation(s)"]
-    lines += [f"- {html.escape(r)}" for r in quality.get("recommendations") or []]
-    if note:
-        lines.append(f"*{html.escape(note)}*")
-    return "  \n".join(lines[:2]) + ("\n\n" + "\n".join(lines[2:]) if lines[2:] else "")
+    text = "  \n".join(lines)
+    recommendations = [f"- {html.escape(r)}" for r in quality.get("recommendations") or []]
+    if recommendations:
+        text += "\n\n**Recommendations**\n\n" + "\n".join(recommendations)
+    return text + (f"\n\n*{html.escape(note)}*" if note else "")
 
 
 def quarantine_frame(memories: list[dict[str, Any]]) -> pd.DataFrame:
