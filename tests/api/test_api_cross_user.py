@@ -5,7 +5,8 @@ admin, for catalog entries) creates the resource the row names; then the row's c
 request with A's id. The owner rules (docs/security.md) say what must come back:
 
 - user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
-  profiles, tool runs, knowledge-graph nodes, dream sessions and insights, catalog executions and approvals):
+  profiles, tool runs, knowledge-graph nodes, dream sessions and insights, quarantined memories, sanitation
+  results and defence patterns, catalog executions and approvals):
   B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
 - catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
@@ -176,8 +177,41 @@ def make_dream_user(w: World) -> str:
     return w.a_user
 
 
+SAN = "/v1/sanitation"
+
+
+def make_quarantined(w: World) -> str:
+    """A memory of A's that sanitation set aside (as a run quarantines it)."""
+    ident = make_memory(w)
+    w.services.memory.quarantine(w.a_user, ident, f"stale: {MARK}")
+    return ident
+
+
+def make_pattern(w: World) -> str:
+    assert w.services.sanitation is not None
+    pattern = w.services.sanitation.store.add_pattern(w.a_user, f"{MARK} (now|please)", source="dev_corpus")
+    assert pattern is not None
+    return pattern.id
+
+
+def make_sanitation_session(w: World) -> str:
+    """A dream session of A's with a sanitation result (stored as a dream cycle's run stores it)."""
+    from assistant.sanitation.types import SanitationResult
+
+    assert w.services.sanitation is not None
+    session, now = str(uuid4()), time.time()
+    w.services.db.execute("INSERT INTO dream_sessions (id, user_id, status, total_cycles, created_ts, updated_ts) "
+                          "VALUES (?, ?, 'completed', 1, ?, ?)", (session, w.a_user, now, now))
+    w.services.sanitation.store.save_result(SanitationResult(
+        id=str(uuid4()), user_id=w.a_user, session_id=session, cycle=1, trigger="dream", status="completed",
+        started_at="2026-01-01T00:00:00Z", quarantined=[{"memory_id": "m", "verdict": "stale", "reason": MARK,
+                                                         "by": "temporal", "winner_id": None}]))
+    return session
+
+
 MAKE: dict[str, Callable[[World], str]] = {
     "dream_session": make_dream_session, "insight": make_insight, "dream_user": make_dream_user,
+    "quarantined": make_quarantined, "pattern": make_pattern, "sanitation_session": make_sanitation_session,
     "node": make_node,
     "memory": make_memory, "conversation": make_conversation, "snippet": make_snippet, "profile": make_profile,
     "task": make_task, "room": make_room, "speaker": make_speaker, "tool_run": make_tool_run,
@@ -220,6 +254,13 @@ def intact(w: World, resource: str, ident: str) -> None:
             assert (found["title"], found["status"]) == (f"Title {MARK}", "active")
         case "dream_user":
             assert w.ok("a", "GET", f"{D}/sessions")["total"] == 0  # nobody started a dream for A
+        case "quarantined":
+            listed = w.ok("a", "GET", "/v1/memories/quarantine")["memories"]
+            assert [(m["id"], m["quarantine_reason"]) for m in listed] == [(ident, f"stale: {MARK}")]
+        case "pattern":
+            assert [p["id"] for p in w.ok("a", "GET", f"{SAN}/defense-patterns")["patterns"]] == [ident]
+        case "sanitation_session":
+            assert w.ok("a", "GET", f"{SAN}/results/{ident}")["results"][0]["quarantined"][0]["reason"] == MARK
         case "node":
             node = w.ok("a", "GET", f"{K}/nodes/{ident}")
             assert node["name"] == NODE and [s["summary"] for s in node["sources"]] == [MARK]
@@ -265,6 +306,13 @@ TABLE: list[Row] = [
           ("b", "GET", f"{D}/insights?type=hypothesis&status=active", None, 200)),
     *rows("dream_user", ("b", "POST", f"{D}/trigger", {"user_id": "{id}"}),
           ("admin", "POST", f"{D}/trigger", {"user_id": "{id}"})),
+    # sanitation and the quarantine: A's alone (the admin key is another user here too)
+    *rows("quarantined", ("b", "POST", f"{M}/{{id}}/restore"), ("admin", "POST", f"{M}/{{id}}/restore", {}),
+          ("b", "GET", f"{M}/quarantine", None, 200), ("admin", "GET", f"{M}/quarantine", None, 200)),
+    *rows("pattern", ("b", "DELETE", f"{SAN}/defense-patterns/{{id}}"),
+          ("admin", "DELETE", f"{SAN}/defense-patterns/{{id}}"), ("b", "GET", f"{SAN}/defense-patterns", None, 200)),
+    *rows("sanitation_session", ("b", "GET", f"{SAN}/results/{{id}}"), ("admin", "GET", f"{SAN}/results/{{id}}"),
+          ("b", "GET", f"{SAN}/results", None, 200), ("b", "GET", f"{SAN}/latest")),
     # the admin key is the installation owner's: another user, as far as A's graph goes
     *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
           ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),

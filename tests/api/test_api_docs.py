@@ -20,6 +20,8 @@ from api.routes import (
     knowledge,
     memories,
     metrics,
+    quarantine,
+    sanitation,
     snippets,
     system,
     tools,
@@ -63,7 +65,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     routes = {
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
-                       agent_profiles, agentic, webhooks, voice, knowledge, dream)
+                       agent_profiles, agentic, webhooks, voice, knowledge, dream, quarantine, sanitation)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }
