@@ -62,8 +62,8 @@ def unavailable(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except NotImplementedError as exc:
-        raise ServiceUnavailableError(f"sanitation is not available in this build ({exc or 'not implemented'})",
-                                      {"setting": "sanitation.enabled"}) from exc
+        raise ServiceUnavailableError(f"sanitation is not available in this build ({exc or 'not implemented'})") \
+            from exc
 
 
 @router.get("/latest", response_model=SanitationResultOut, responses=error_responses(*AUTH_ERRORS, 404, 503),

@@ -49,7 +49,8 @@ class QualityOut(BaseModel):
     """score = 1 − (re_ask_rate × 0.4 + correction_rate × 0.4 + abandonment_rate × 0.2) (the weights are
     `sanitation.quality_*_weight`), over the window since the caller's last completed run."""
 
-    score: float = Field(ge=0.0, le=1.0, description="The composite score, 0..1 (1: nothing went wrong).")
+    score: float = Field(description="The composite score: 1 when nothing went wrong, 0 at the default weights' "
+                                     "worst (weights summing past 1 can take it below 0).")
     trend: str = Field(description="`Improving`, `Stable` or `Degrading`, from the run history.",
                        json_schema_extra={"enum": ["Improving", "Stable", "Degrading"]})
     recommendations: list[str] = Field(description="What to look at, from the components.")
