@@ -110,6 +110,16 @@ def test_the_cache_is_an_lru() -> None:
     assert (cache.hits, cache.misses) == (2, 1)
 
 
+def test_a_cached_verdict_expires() -> None:
+    now = [0.0]
+    cache = VerdictCache(ttl_secs=10.0, clock=lambda: now[0])
+    cache.put(("u", "a", "h"), Verdict(False, 0.0))
+    now[0] = 10.0
+    assert cache.get(("u", "a", "h")) is not None
+    now[0] = 10.5
+    assert cache.get(("u", "a", "h")) is None  # a pattern activated meanwhile reaches it
+
+
 def test_the_guard_inspects_a_cached_text_once_per_content() -> None:
     detector = PhraseDetector()
     cache = VerdictCache()
