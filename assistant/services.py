@@ -287,7 +287,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
     services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,
                                                              conversations)
-    chat.defence = services.defence
+    chat.defence, chat.neutralise = services.defence, settings.defence.neutralise
+    if services.agentic is not None:
+        services.agentic.defence = services.defence
     if services.dream is not None:
         metrics.dream = services.dream.counters.snapshot
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
