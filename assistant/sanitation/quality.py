@@ -11,7 +11,7 @@ from the :class:`~assistant.chat.conversations.ConversationStore` (which opens t
   repeat anything, so it would only dilute the rate). It is a re-ask when it says again what that
   previous message said: token Jaccard >= :data:`LEXICAL_REASK` (cheap, no model), else cosine of
   the memory embedder's vectors >= :data:`REASK_COSINE`. 0.85 on MiniLM (all-MiniLM-L6-v2), measured
-  (``/tmp``-free script in the report; hand-written pairs, so not a held-out figure): 10 rephrased
+  on hand-written pairs (so not a held-out figure; the integration test keeps them): 10 rephrased
   questions score 0.80..1.00 (median 0.95; 8 of 10 reach 0.85), 10 same-topic follow-ups ("and
   London?", "move it to Friday") median 0.41, but "weather today?" -> "weather tomorrow?" scores 0.90
   (a known false re-ask); of 2,490 consecutive same-speaker turns in LoCoMo dev, 0.04 % reach 0.85

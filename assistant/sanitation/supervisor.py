@@ -5,9 +5,9 @@ A severe anomaly asks :meth:`ComponentSupervisor.restart` for the component it i
 registered callable and opens a backoff of ``backoff_base_secs x 2^(k-1)`` (30, 60, 120, 240 s
 with the defaults): a request inside the backoff is deferred, not slept on, so a request or dream
 thread never blocks (``wait=True`` sleeps out the backoff with the injected ``sleep`` instead, for a
-caller that owns its thread). After ``max_restart_count`` attempts the next request marks the
-component degraded: no more restarts until :meth:`reset` (the anomaly monitor resets a component
-whose window is clean again). A callable that raises counts as an attempt; its error is the reason.
+caller that owns its thread). Once ``max_restart_count`` attempts are spent and the last one's
+backoff has passed, the next request marks the component degraded: no more restarts until
+:meth:`reset` (the anomaly monitor resets a component whose window is clean again). A callable that raises counts as an attempt; its error is the reason.
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ class ComponentSupervisor:
             state = self._state.setdefault(component, RestartState())
             if state.degraded is not None:
                 return f"degraded ({state.degraded})"
+            remaining = state.next_allowed - self._clock()
+            if remaining > 0 and not wait:  # the last attempt still has its backoff to prove itself
+                return f"restart deferred: backoff, {remaining:.0f} s left"
+        if remaining > 0:
+            self._sleep(remaining)
+        with self._lock:
             if state.attempts >= self.max_restart_count:
                 state.degraded = (f"still failing after {state.attempts} restart"
                                   f"{'' if state.attempts == 1 else 's'}"
                                   + (f"; last error: {state.last_error}" if state.last_error else ""))
                 log.warning("component %s marked degraded: %s", component, state.degraded)
                 return "marked degraded"
-            remaining = state.next_allowed - self._clock()
-            if remaining > 0 and not wait:
-                return f"restart deferred: backoff, {remaining:.0f} s left"
-        if remaining > 0:
-            self._sleep(remaining)
-        with self._lock:
             state.attempts += 1
             attempt = state.attempts
             state.next_allowed = self._clock() + self.backoff(attempt)
