@@ -19,11 +19,13 @@ from the :class:`~assistant.chat.conversations.ConversationStore` (which opens t
 - **correction rate** = user messages in the window carrying the learning heuristic's correction
   cue (:data:`assistant.memory.learning.CUES` ``["correction"]``: "actually", "that's wrong",
   "I meant", "no, ..." ...) / user messages in the window.
-- **abandonment rate** = abandoned / conversations with a user message in the window. Abandoned:
-  the conversation's last turn is a user message nobody answered, or its last reply is older than
-  the session window (:data:`SESSION_WINDOW_SECS`: the conversation is over) and the user's last
-  message in it was a re-ask or a correction: they left while still trying to get a right answer.
-  A conversation that simply ends after an answer is not abandoned (every finished one would be).
+- **abandonment rate** = abandoned / conversations with a user message in the window. Abandoned
+  (the spec: "last message unanswered or followed by no reply within the session window"): the
+  user's last message in the conversation has no reply after it, or an empty one, or its reply came
+  :data:`SESSION_WINDOW_SECS` or more after it (the user had gone). A conversation that simply ends
+  after an answer is not abandoned: every finished conversation does. Note that the chat service
+  stores a question together with its reply, and nothing when generation fails, so today this
+  mostly sees the replies that never were stored with their question (a tool note, a late approval).
 
 Trend: the score against the mean of the last :data:`TREND_RUNS` previous scores (runs that had
 messages), a dead band of :data:`TREND_DEAD_BAND`: Improving above, Degrading below, Stable
@@ -49,7 +51,7 @@ from assistant.sanitation.types import QualityAssessment, Trend
 REASK_COSINE = 0.85  # MiniLM cosine from which a follow-up repeats the previous message
 LEXICAL_REASK = 0.8  # token Jaccard from which it is a repeat without asking the embedder
 MIN_WORDS = 3  # shorter messages are acknowledgements, never re-asks
-SESSION_WINDOW_SECS = 1800.0  # a conversation silent this long is over (candidate setting, see report)
+SESSION_WINDOW_SECS = 1800.0  # a reply later than this after the question came to nobody (candidate setting)
 TREND_RUNS = 3
 TREND_DEAD_BAND = 0.02
 MAX_CONVERSATIONS = 1000  # the most recently updated conversations read per assessment (bounded work)
@@ -146,8 +148,7 @@ def measure(conversations: Sequence[Sequence[Turn]], since: float | None, now: f
     """Count the three signals over the turns at or after ``since`` (and not after ``now``)."""
     user_messages = corrections = judged = abandoned = 0
     pairs: list[tuple[str, str]] = []
-    owners: list[int] = []  # conversation index of each pair
-    last_user: dict[int, tuple[int, Turn]] = {}  # conversation -> (pair index or -1, its last user turn)
+    last_user: dict[int, Turn] = {}  # conversation -> its last user turn in the window
     for n, conversation in enumerate(conversations):
         previous: Turn | None = None
         for turn in conversation:
@@ -156,22 +157,18 @@ def measure(conversations: Sequence[Sequence[Turn]], since: float | None, now: f
             if since is None or turn.ts >= since:
                 user_messages += 1
                 corrections += is_correction(turn.text)
-                pair = -1
                 if previous is not None:
-                    pair = len(pairs)
                     pairs.append((previous.text, turn.text))
-                    owners.append(n)
-                last_user[n] = (pair, turn)
+                last_user[n] = turn
             previous = turn
     repeated = re_asks(pairs, embedder)
-    for n, (pair, turn) in last_user.items():
+    for n, turn in last_user.items():
         judged += 1
-        visible = [t for t in conversations[n] if t.ts <= now]
-        last = visible[-1]
-        if last.role == "user":
-            abandoned += 1  # unanswered
-        elif now - last.ts >= SESSION_WINDOW_SECS and ((pair >= 0 and repeated[pair]) or is_correction(turn.text)):
-            abandoned += 1  # left while still re-asking or correcting
+        turns_n = conversations[n]
+        position = next(i for i, t in enumerate(turns_n) if t is turn)
+        reply = next((t for t in turns_n[position + 1:] if t.role == "assistant" and t.ts <= now), None)
+        if reply is None or not reply.text.strip() or reply.ts - turn.ts >= SESSION_WINDOW_SECS:
+            abandoned += 1
     return Rates(user_messages, len(pairs), sum(repeated), corrections, judged, abandoned)
 
 
@@ -218,8 +215,8 @@ def recommendations(rates: Rates, settings: Any, drop: float | None = None) -> l
          "are quarantined by sanitation) and lower inference.temperature."),
         (rates.abandonment_rate * settings.quality_abandonment_weight,
          f"Abandoned {rates.abandonment_rate:.0%} ({rates.abandoned} of {rates.conversations} conversations): "
-         "the user left unanswered or still re-asking; check engine errors and timeouts (/metrics) and the "
-         "anomalies of the last run."),
+         "questions went unanswered or were answered after the user had gone; check engine errors and "
+         "timeouts (/metrics), the anomalies of the last run and pending tool approvals."),
     ]
     out = [text for weight, text in sorted(parts, key=lambda p: -p[0]) if weight > 0]
     if drop is not None and drop >= settings.quality_regression_threshold:

@@ -79,8 +79,8 @@ def known_set() -> FakeConversations:
     c.add("b", ("user", "Play some jazz music please", T0 + 10), ("assistant", "Playing jazz.", T0 + 11))
     c.add("c", ("user", "How do I reset my router?", T0 + 20))  # unanswered: abandoned
     c.add("d", ("user", "When is my dentist appointment?", T0 + 30), ("assistant", "Tuesday.", T0 + 31),
-          ("user", "When is my dentist appointment?", T0 + 32),  # lexical re-ask, then silence: abandoned
-          ("assistant", "Tuesday at 3.", T0 + 33))
+          ("user", "When is my dentist appointment?", T0 + 32),  # lexical re-ask
+          ("assistant", "Tuesday at 3.", T0 + 32 + Q.SESSION_WINDOW_SECS))  # answered too late: abandoned
     return c
 
 
@@ -132,17 +132,20 @@ def test_the_correction_cue_is_the_learning_heuristics(text: str, expected: bool
     assert Q.is_correction(text) is expected
 
 
-def test_abandonment_needs_an_unanswered_turn_or_leaving_while_unhappy() -> None:
+def test_abandonment_is_an_unanswered_or_late_answered_last_message() -> None:
     c = FakeConversations()
     c.add("answered", ("user", "Book a table for two", T0), ("assistant", "Done.", T0 + 1))
     c.add("unanswered", ("user", "Book a table for three", T0 + 2))
-    c.add("left", ("user", "Book a table for four", T0 + 3), ("assistant", "For five?", T0 + 4),
-          ("user", "No, for four people", T0 + 5), ("assistant", "Booked for five.", T0 + 6))
-    late = Q.assess(deps(c), "u1", now=T0 + 6 + Q.SESSION_WINDOW_SECS)
-    assert late.abandonment_rate == pytest.approx(2 / 3, abs=1e-4)
-    # within the session window the unhappy conversation may still go on: not abandoned yet
-    early = Q.assess(deps(c), "u1", now=T0 + 60)
-    assert early.abandonment_rate == pytest.approx(1 / 3, abs=1e-4)
+    c.add("late", ("user", "Book a table for four", T0 + 3), ("assistant", "Done.", T0 + 3 + Q.SESSION_WINDOW_SECS))
+    c.add("empty", ("user", "Book a table for five", T0 + 4), ("assistant", "  ", T0 + 5))
+    c.add("corrected", ("user", "Book a table for six", T0 + 6), ("assistant", "For seven?", T0 + 7),
+          ("user", "No, for six people", T0 + 8), ("assistant", "Booked for six.", T0 + 9))  # ends answered
+    c.add("answered later", ("user", "Where is the station?", T0 + 10), ("assistant", "", T0 + 11),
+          ("user", "Where is the train station?", T0 + 12), ("assistant", "Two blocks north.", T0 + 13))
+    result = Q.assess(deps(c), "u1", now=T0 + 3 + Q.SESSION_WINDOW_SECS)
+    assert result.abandonment_rate == pytest.approx(3 / 6, abs=1e-4)  # unanswered, late, empty
+    # before the late reply arrived, that message was still unanswered: abandoned all the same
+    assert Q.assess(deps(c), "u1", now=T0 + 60).abandonment_rate == pytest.approx(3 / 6, abs=1e-4)
 
 
 def test_the_window_starts_at_the_last_completed_run() -> None:
