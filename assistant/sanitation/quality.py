@@ -36,6 +36,7 @@ Stable, and says there is nothing to judge.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ TREND_DEAD_BAND = 0.02
 MAX_CONVERSATIONS = 1000  # the most recently updated conversations read per assessment (bounded work)
 PAGE = 100
 _WORD = re.compile(r"\w+")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,11 @@ def re_asks(pairs: Sequence[tuple[str, str]], embedder: Any = None) -> list[bool
     if undecided and embedder is not None:
         texts = sorted({t for i in undecided for t in pairs[i]})
         index = {t: n for n, t in enumerate(texts)}
-        vectors = normalise(np.asarray(embedder.embed(texts), dtype=np.float32))
+        try:
+            vectors = normalise(np.asarray(embedder.embed(texts), dtype=np.float32))
+        except Exception:  # a failing embedder leaves the lexical repeats; it never fails the run
+            log.warning("re-ask detection without the embedder (it failed): lexical repeats only", exc_info=True)
+            return [bool(v) for v in out]
         for i in undecided:
             a, b = pairs[i]
             out[i] = float(vectors[index[a]] @ vectors[index[b]]) >= REASK_COSINE
@@ -180,11 +186,12 @@ def score_of(rates: Rates, settings: Any) -> float:
 
 
 def previous_scores(history: Sequence[Any]) -> list[float]:
-    """The scores of earlier runs that had messages to judge, oldest first."""
+    """The scores of earlier completed runs that had messages to judge, oldest first."""
     out = []
     for result in history:
-        quality = getattr(result, "quality", None) if not isinstance(result, dict) else result.get("quality")
-        if quality and quality.get("messages", 0) > 0 and quality.get("score") is not None:
+        get = result.get if isinstance(result, dict) else lambda key, r=result: getattr(r, key, None)
+        quality, status = get("quality"), get("status")
+        if status in (None, "completed") and quality and quality.get("messages", 0) > 0 and quality.get("score") is not None:
             out.append(float(quality["score"]))
     return out
 

@@ -124,6 +124,15 @@ def test_re_ask_detection(previous: str, current: str, expected: bool) -> None:
     assert Q.re_asks([(previous, current)], FakeEmbedder({WEATHER, FORECAST})) == [expected]
 
 
+def test_a_failing_embedder_leaves_the_lexical_repeats() -> None:
+    class Broken:
+        def embed(self, texts):  # noqa: ANN001, ANN202
+            raise RuntimeError("model gone")
+
+    pairs = [(WEATHER, FORECAST), ("When is my dentist appointment?", "When is my dentist appointment?")]
+    assert Q.re_asks(pairs, Broken()) == [False, True]
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("Actually, it's on Friday", True), ("No, I meant the other one", True), ("That's wrong", True),
     ("I'm not sure what you meant", False), ("What is the capital of Norway?", False),
@@ -192,6 +201,7 @@ def runs(*scores: float) -> list[SimpleNamespace]:
     (runs(0.1, 0.66, 0.64, 0.65), Trend.STABLE),  # only the last three count
     ([], Trend.STABLE),
     ([SimpleNamespace(quality={"score": 1.0, "messages": 0}), SimpleNamespace(quality=None)], Trend.STABLE),
+    ([SimpleNamespace(quality={"score": 0.2, "messages": 5}, status="rolled_back")], Trend.STABLE),
 ])
 def test_trend_in_every_direction(history: list, trend: Trend) -> None:
     result = Q.assess(deps(known_set(), FakeEmbedder({WEATHER, FORECAST})), "u1", history=history,
