@@ -1,0 +1,64 @@
+"""Memory hygiene: which of the user's memories a run looks at, in batches, and the verdicts that
+need no other memory (``poisoned``: the injection defence flags it; ``stale``: a plan whose time has
+passed, :mod:`assistant.sanitation.stale`). ``contradicted`` compares memories with each other and
+lives in :mod:`assistant.sanitation.contradictions`.
+
+Everything here reads: the run applies the verdicts later, in its one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from assistant.defence.types import Source
+from assistant.memory.types import Memory, MemoryType
+from assistant.sanitation.stale import stale_reason
+from assistant.sanitation.types import Judgement, MemoryVerdict
+
+# Never judged: already set aside, or the dream's own tentative output (it has its own expiry).
+SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType.DREAM_INSIGHT.value)
+
+
+def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[Memory]]:
+    """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time (keyset
+    pagination on rowid: a memory written during the run is either seen once or not at all)."""
+    marks = ",".join("?" * len(SKIPPED))
+    last = 0
+    while True:
+        rows = memory_store.db.query(
+            f"SELECT * FROM memory_rows WHERE user_id = ? AND memory_type NOT IN ({marks}) AND rowid > ? "
+            "ORDER BY rowid LIMIT ?", (str(user_id), *SKIPPED, last, int(size)))
+        if not rows:
+            return
+        last = rows[-1]["rowid"]
+        yield [memory_store._memory(r) for r in rows]
+
+
+def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:
+    """``poisoned`` (the detector's reason), else ``stale`` (the passed time phrase), else ``ok``."""
+    verdict = detector.inspect(memory.content, Source.MEMORY, user_id)
+    if verdict.flagged:
+        layers = ",".join(x.value for x in verdict.layers) or "detector"
+        reason = verdict.reason or "the injection defence flagged it"
+        return Judgement(memory.id, MemoryVerdict.POISONED, f"poisoned: {reason}", by=f"defence:{layers}")
+    reason = stale_reason(memory, now)
+    if reason is not None:
+        return Judgement(memory.id, MemoryVerdict.STALE, reason, by="temporal")
+    return Judgement(memory.id, MemoryVerdict.OK)
+
+
+def scan(memory_store: Any, detector: Any, user_id: str, size: int, now: datetime,
+         checkpoint: Callable[[], Any] | None = None) -> tuple[list[Memory], list[Judgement]]:
+    """Every memory judged (in batches of ``size``, ``checkpoint()`` between them: it may block
+    while a dream is paused, or raise to stop) and the judgements, in the same order."""
+    memories: list[Memory] = []
+    judgements: list[Judgement] = []
+    for n, batch in enumerate(batches(memory_store, user_id, size)):
+        if n and checkpoint is not None:
+            checkpoint()
+        for memory in batch:
+            memories.append(memory)
+            judgements.append(judge(memory, detector, user_id, now))
+    return memories, judgements
