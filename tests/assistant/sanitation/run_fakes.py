@@ -65,6 +65,7 @@ class World:
     service: SanitationService
     clock: Clock
     detector: FakeDetector
+    orphan: str = ""
 
     def add(self, text: str, *, days_ago: float = 0.0, kind: MemoryType = MemoryType.CONTEXT,
             importance: float = 0.5, user: str = USER) -> str:
