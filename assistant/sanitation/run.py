@@ -122,7 +122,10 @@ class SanitationRun:
             if not isinstance(exc, Exception):
                 raise
             return self._rolled_back(exc, now, started)
-        self._after_commit(plan, applied, result)
+        try:
+            self._after_commit(plan, applied, result)
+        except Exception:  # committed: what failed here is a cache or a listener, not the run
+            log.exception("sanitation of user %s: after-commit work failed", self.user)
         return result
 
     def _result(self, now: float) -> SanitationResult:
@@ -271,11 +274,11 @@ class SanitationRun:
         for p in out.patterns:
             service.emit("pattern_added", self.user, id=p.id, family=p.family, source=p.source)
         for a in plan.anomalies:
-            service.emit("anomaly", self.user, **a.as_dict())
+            service.emit("anomaly", self.user, anomaly=a.as_dict())
         if plan.quality is not None and plan.quality.regression:
             from assistant.sanitation.service import QUALITY_REGRESSION
 
-            service.emit(QUALITY_REGRESSION, self.user, **plan.quality.as_dict())
+            service.emit(QUALITY_REGRESSION, self.user, quality=plan.quality.as_dict())
         service.emit("run_finished", self.user, id=result.id, session_id=self.session_id, cycle=self.cycle,
                      status=result.status, counts=dict(result.counts), duration_ms=result.duration_ms)
 
