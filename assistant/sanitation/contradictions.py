@@ -169,7 +169,7 @@ def parse(text: str) -> dict | None:
     except (TypeError, ValueError):
         return None
     if (not isinstance(answer, dict) or not isinstance(answer.get("contradicts"), bool)
-            or answer.get("winner") not in ("a", "b") or not isinstance(answer.get("reason", ""), str)):
+            or answer.get("winner") not in ("a", "b") or not isinstance(answer.get("reason"), str)):
         return None
     return answer
 

@@ -65,10 +65,11 @@ def scan(db: Any, user_id: str) -> GraphPlan:
         "SELECT id FROM kg_edges e WHERE user_id = :u AND invalidated_by IS NOT NULL AND NOT EXISTS "
         "(SELECT 1 FROM kg_edges x WHERE x.id = e.invalidated_by) ORDER BY id", u)]
     plan.dangling_links = sum(int(db.scalar(f"SELECT count(*) FROM {links}", u) or 0) for links in _LINKS)
+    dangling = set(plan.dangling_edges)
     plan.unsourced_edges = [r["id"] for r in db.query(
         "SELECT id FROM kg_edges e WHERE user_id = :u AND origin = 'extraction' AND NOT EXISTS (SELECT 1 FROM "
         "kg_edge_sources s JOIN memories m ON m.id = s.memory_id WHERE s.edge_id = e.id AND m.memory_type <> "
-        f"'{QUARANTINED}') ORDER BY id", u)]
+        f"'{QUARANTINED}') ORDER BY id", u) if r["id"] not in dangling]
     plan.quarantined_sources = [r["memory_id"] for r in db.query(
         "SELECT s.memory_id FROM kg_edge_sources s JOIN memories m ON m.id = s.memory_id WHERE m.user_id = :u AND "
         f"m.memory_type = '{QUARANTINED}' UNION SELECT k.memory_id FROM kg_mentions k JOIN memories m ON "
