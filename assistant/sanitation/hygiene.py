@@ -22,18 +22,20 @@ SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType
 
 
 def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[Memory]]:
-    """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time (keyset
-    pagination on rowid: a memory written during the run is either seen once or not at all)."""
+    """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time: the
+    rowids are read once (a covering index), then each batch's rows by rowid; a memory written
+    during the run waits for the next run, one deleted meanwhile is skipped."""
     marks = ",".join("?" * len(SKIPPED))
-    last = 0
-    while True:
+    rowids = [r["rowid"] for r in memory_store.db.query(
+        f"SELECT rowid FROM memories WHERE user_id = ? AND memory_type NOT IN ({marks}) ORDER BY rowid",
+        (str(user_id), *SKIPPED))]
+    for start in range(0, len(rowids), max(1, int(size))):
+        chunk = rowids[start:start + max(1, int(size))]
         rows = memory_store.db.query(
-            f"SELECT * FROM memory_rows WHERE user_id = ? AND memory_type NOT IN ({marks}) AND rowid > ? "
-            "ORDER BY rowid LIMIT ?", (str(user_id), *SKIPPED, last, int(size)))
-        if not rows:
-            return
-        last = rows[-1]["rowid"]
-        yield [memory_store._memory(r) for r in rows]
+            f"SELECT * FROM memory_rows WHERE rowid IN ({','.join('?' * len(chunk))}) AND memory_type NOT IN ({marks}) "
+            "ORDER BY rowid", (*chunk, *SKIPPED))
+        if rows:
+            yield [memory_store._memory(r) for r in rows]
 
 
 def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:

@@ -41,8 +41,11 @@ _FUTURE = re.compile(
     r"should|let's|remind|reminder|remember to|don't forget|appointment|meeting|meet(?:s|ing)? (?:up|with)|"
     r"scheduled|schedule|booked|deadline|due|upcoming|interview|exam|flight|leaving|arriving|"
     r"(?:am|are|is|i'm|we're|he's|she's|they're) (?:\w+ing)\b)", re.I)
-_PAST = re.compile(r"\b(?:was|were|did|had|ago|yesterday|last|born|used to|went|met|came|got)\b", re.I)
+_ANY_FORWARD = re.compile(r"\b(?:tomorrow|tonight|next|coming|in (?:\d|a|an|one|two|three|four|five|six|seven|ten|"
+                          r"half)\b|this (?:week|weekend|month|evening|afternoon))\b", re.I)  # cheap pre-check
 _RECURRING = {"every", "each", "usually", "always", "most"}
+_BEHIND = {"last", "past", "previous", "since"}  # "last friday", "since monday"
+_PERFECT = re.compile(r"\b(?:haven't|hasn't|hadn't|have not|has not|had not|been)\b", re.I)  # "haven't talked in days"
 _IDENTITY = re.compile(r"\b(?:my name|i am called|i'm called|born|birthday|i live|i work|my job|married|"
                        r"my (?:wife|husband|partner|son|daughter|mother|father|mom|dad))\b", re.I)
 _WORD = re.compile(r"[\w'’:-]+")
@@ -60,7 +63,7 @@ def find_phrase(text: str, written: datetime) -> tuple[str, date, int] | None:
     for i, word in enumerate(words):
         if word not in _STARTS and not _ISO.match(word):
             continue
-        if i and words[i - 1] in _RECURRING:
+        if i and (words[i - 1] in _RECURRING or words[i - 1] in _BEHIND):
             continue
         for n in range(min(MAX_WORDS, len(words) - i), 0, -1):
             phrase = " ".join(words[i:i + n])
@@ -82,16 +85,18 @@ def stale_reason(memory: Memory, now: datetime) -> str | None:
     text = memory.content
     if kind is MemoryType.FACT and _IDENTITY.search(text):
         return None
+    future = bool(_FUTURE.search(text))
+    if not future and not _ANY_FORWARD.search(text):
+        return None  # no plan: the phrase search (the costly part) is skipped
     written = _created(memory)
     found = find_phrase(text, written)
     if found is None:
         return None
     phrase, first, days = found
     forward = bool(_FORWARD.match(phrase))
-    future = bool(_FUTURE.search(text))
     if not (forward or future):
         return None
-    if _PAST.search(text) and not future and not forward:
+    if phrase.startswith("in ") and _PERFECT.search(text):
         return None
     ends = datetime.combine(first + timedelta(days=days), time(0), written.tzinfo)
     if now < ends:

@@ -60,3 +60,13 @@ def test_the_phrase_is_resolved_from_when_it_was_written() -> None:
     assert find_phrase("see you on Friday at 9", written)[:3] == ("on friday at 9", datetime(2026, 11, 13).date(), 1)
     assert find_phrase("this week is busy", written)[1:] == (written.date(), 5)
     assert find_phrase("nothing here", written) is None
+
+
+@pytest.mark.parametrize("text", ["Last Friday I went to a council meeting", "I haven't talked to Jon in a few days",
+                                  "We have been busy since Monday"])
+def test_times_behind_the_writer_are_not_plans(text: str) -> None:
+    assert stale_reason(memory(text, 20), NOW) is None
+
+
+def test_a_plan_for_tomorrow_is_still_a_plan() -> None:
+    assert stale_reason(memory("I booked a table for tomorrow at 8pm", 3), NOW) is not None
