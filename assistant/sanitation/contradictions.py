@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_JUDGE_PAIRS = 16  # engine calls per run at most (two shared cores: each takes seconds)
 JUDGE_TIMEOUT_SECS = 120.0
 JUDGE_MAX_TOKENS = 160
-SNIPPET = 80  # characters of a memory quoted in a reason
 WINNER_TAG = "kept-in-contradiction"
 
 SCHEMA: dict[str, Any] = {
@@ -65,11 +64,6 @@ class Contradictions:
     judge_failures: int = 0
 
 
-def _snippet(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= SNIPPET else flat[:SNIPPET - 1] + "…"
-
-
 def decide(a: Memory, b: Memory) -> tuple[Memory, Memory]:
     """(winner, loser): a Correction wins; else the newer; else the more important."""
     a_fix, b_fix = a.memory_type is MemoryType.CORRECTION, b.memory_type is MemoryType.CORRECTION
@@ -81,9 +75,12 @@ def decide(a: Memory, b: Memory) -> tuple[Memory, Memory]:
 
 
 def _lost(loser: Memory, winner: Memory, why: str, by: str) -> Judgement:
+    """The loser's judgement. The reason names the winner's date and what changed, not the texts
+    (the quarantine reason is a plain column; the memories' texts are sealed)."""
+    newer = "a newer" if winner.created_at > loser.created_at else "another"
     return Judgement(loser.id, MemoryVerdict.CONTRADICTED,
-                     f"contradicted: '{_snippet(loser.content)}' conflicts with '{_snippet(winner.content)}' "
-                     f"(written {winner.created_at[:10]}, kept: {why})", by=by, winner_id=winner.id)
+                     f"contradicted: {newer} memory (written {winner.created_at[:10]}) says otherwise: {why}",
+                     by=by, winner_id=winner.id)
 
 
 def _node_name(graph: Any, user_id: str, node_id: str) -> str:
