@@ -9,8 +9,8 @@ seeded:
 - **stale** (``--stale-rate`` of the clean count): a plan with a time phrase ("Dentist appointment
   tomorrow at 3pm", "I need to send the tax forms this week", "Meeting Jon on Friday at 10"...),
   written at a session date, so its time has passed by ``now`` (the user's last session + 30 days);
-- **still ahead** (``--future-rate``, label ``ok``: hard negatives): the same plans written half a
-  day before ``now``;
+- **still ahead** (``--future-rate``, label ``ok``: hard negatives): the same plans written a minute
+  before ``now``;
 - **poisoned** (``--poison-rate``): hand-written injections inside memory-like text, and attacks of
   the dev attack corpus (``../shared/benchmarks/prompt_injection/dev_attacks.jsonl``, first 300
   characters) as "saved from a web page";
@@ -225,7 +225,7 @@ def labelled(args: argparse.Namespace) -> None:
         for _ in range(round(len(turns) * args.stale_rate)):
             items.append((fill(rng.choice(PLANS), rng), rng.choice(dates), "stale", "plan (passed)"))
         for _ in range(round(len(turns) * args.future_rate)):
-            items.append((fill(rng.choice(PLANS), rng), now - timedelta(hours=12), "ok", "plan (ahead)"))
+            items.append((fill(rng.choice(PLANS), rng), now - timedelta(seconds=60), "ok", "plan (ahead)"))
         for n in range(round(len(turns) * args.poison_rate)):
             text = (rng.choice(INJECTIONS) if n % 2 == 0 or not attacks
                     else "Saved from a web page: " + attacks.pop()[:300])

@@ -19,8 +19,10 @@ run's record (that judgement) and gets the tag :data:`WINNER_TAG`, so the memory
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 MAX_JUDGE_PAIRS = 16  # engine calls per run at most (two shared cores: each takes seconds)
 JUDGE_TIMEOUT_SECS = 120.0
 JUDGE_MAX_TOKENS = 160
+YIELD_SECS = 300.0  # the judge waits while chat requests are queued, this long at most (then: a failure)
 WINNER_TAG = "kept-in-contradiction"
 
 SCHEMA: dict[str, Any] = {
@@ -148,6 +151,11 @@ def _quoted(text: str) -> str:
 
 
 async def _complete(queue: Any, a: str, b: str) -> str:
+    deadline = time.monotonic() + YIELD_SECS
+    while getattr(queue, "waiting", 0) > 0:  # chat first: background work waits for an idle queue
+        if time.monotonic() > deadline:
+            raise ServiceUnavailableError("the inference engine stayed busy with other requests")
+        await asyncio.sleep(0.1)
     block = "<<<NOTES\n" + "\n".join(f"{k}: {_quoted(t)}" for k, t in (("a", a), ("b", b))) + "\nNOTES>>>"
     options = GenerationOptions(temperature=0.0, max_tokens=JUDGE_MAX_TOKENS, json_schema=SCHEMA)
     result = await queue.complete([ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", block)], options)

@@ -10,8 +10,9 @@ Sunday...) ends at midnight after its last day; the memory is stale once ``now``
 
 Only plans go stale, never facts: the text must say something is planned or due (a future cue:
 "will", "going to", "need to", "meeting", "appointment", "remind"... or a phrase that only points
-forward: "tomorrow", "tonight", "next week", "in 3 days", "this weekend"), and must not be told in
-the past ("I was born on Friday", "we met on Friday" have no future cue and are kept). Corrections
+forward: "tomorrow", "tonight", "next week", "in 3 days"; "this week" may look back — "guess what I
+did this week" — so it needs a cue); a past fact has neither ("I was born on Friday", "we met on
+Friday" are kept), nor has "last Friday" or "haven't talked in days". Corrections
 and facts about who the user is (name, birthday, where they live or work) are never stale; a
 recurring time ("every Friday", "on Fridays") is no deadline.
 """
@@ -34,15 +35,16 @@ _STARTS = {"today", "tonight", "tomorrow", "on", "at", "by", "next", "this", "in
            "coming", *(_WEEKDAYS), *(_MONTHS)}
 _ISO = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$")
 # A phrase that points forward by itself: whatever the verb, a plan.
+# ("this week" is not: "guess what I did this week").
 _FORWARD = re.compile(r"^(?:the day after )?(?:tomorrow|tonight|next |coming |in \d|in (?:a|an|one|two|three|four|five|"
-                      r"six|seven|ten|half) |this (?:week|weekend|month|evening|afternoon))")
+                      r"six|seven|ten|half) )")
 _FUTURE = re.compile(
     r"\b(?:will|won't|shall|'ll|going to|gonna|plan(?:s|ned|ning)? to|intend|have to|has to|need to|needs to|must|"
     r"should|let's|remind|reminder|remember to|don't forget|appointment|meeting|meet(?:s|ing)? (?:up|with)|"
     r"scheduled|schedule|booked|deadline|due|upcoming|interview|exam|flight|leaving|arriving|"
     r"(?:am|are|is|i'm|we're|he's|she's|they're) (?:\w+ing)\b)", re.I)
 _ANY_FORWARD = re.compile(r"\b(?:tomorrow|tonight|next|coming|in (?:\d|a|an|one|two|three|four|five|six|seven|ten|"
-                          r"half)\b|this (?:week|weekend|month|evening|afternoon))\b", re.I)  # cheap pre-check
+                          r"half))\b", re.I)  # cheap pre-check
 _RECURRING = {"every", "each", "usually", "always", "most"}
 _BEHIND = {"last", "past", "previous", "since"}  # "last friday", "since monday"
 _PERFECT = re.compile(r"\b(?:haven't|hasn't|hadn't|have not|has not|had not|been)\b", re.I)  # "haven't talked in days"

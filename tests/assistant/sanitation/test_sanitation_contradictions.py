@@ -107,3 +107,23 @@ class _Scripted:
             hit = next((e for k, e in self.scripts.items() if k in p.text), None)
             out.append(hit if hit is not None else self.rules.extract([p])[0])
         return out
+
+
+def test_the_judge_asks_the_queue_with_the_schema_and_waits_for_chat() -> None:
+    from assistant.llm.base import ChatResult, TokenUsage
+
+    class Queue:
+        def __init__(self) -> None:
+            self.waiting = 0
+            self.calls: list = []
+
+        async def complete(self, messages, options):
+            self.calls.append((messages, options))
+            return ChatResult('{"contradicts": false, "winner": "a", "reason": "both true"}', "m", TokenUsage())
+
+    queue = Queue()
+    answer = C.ask(queue, mem("a", "2026-01-01"), mem("b", "2026-01-02"))
+    assert C.parse(answer) == {"contradicts": False, "winner": "a", "reason": "both true"}
+    [(messages, options)] = queue.calls
+    assert options.json_schema == C.SCHEMA and options.temperature == 0.0
+    assert "<<<NOTES" in messages[1].content and 'a: "a"' in messages[1].content

@@ -25,6 +25,7 @@ def memory(text: str, days_ago: float, kind: MemoryType = MemoryType.CONTEXT) ->
     ("Let's have lunch on the 20th", 40, "on the 20th"),
     ("Call mom in 2 days", 5, "in 2 days"),
     ("I'm going to a concert tonight!", 2, "tonight"),
+    ("Concert next weekend!", 20, "next weekend"),
     ("Remind me to pay rent by 2026-11-01", 30, "by 2026-11-01"),
 ])
 def test_a_plan_whose_time_has_passed_is_stale(text: str, days_ago: float, phrase: str) -> None:
@@ -44,6 +45,7 @@ def test_a_plan_whose_time_has_passed_is_stale(text: str, days_ago: float, phras
     ("I live in Berlin", 10),
     ("Yesterday I went to the park", 5),
     ("I love Mondays", 9),
+    ("Guess what I did this week? I adopted a dog", 20),
 ])
 def test_facts_recurring_times_and_future_plans_are_not_stale(text: str, days_ago: float) -> None:
     assert stale_reason(memory(text, days_ago), NOW) is None
