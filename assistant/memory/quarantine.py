@@ -63,18 +63,19 @@ def purge(db: Database, rows: Sequence[dict]) -> list[int]:
     return rowids
 
 
-def set_aside(db: Database, items: Sequence[tuple[int, str, str]], when: float) -> list[str]:
+def set_aside(db: Database, items: Sequence[tuple[int, str, str, str]], when: float) -> list[str]:
     """Quarantine many memories inside the caller's transaction, telling no listener (the caller
     withdraws them from the graph in the same transaction and tells the rest after commit).
-    ``items``: (rowid, the type the caller saw, reason); a memory whose type changed since (deleted,
-    restored, quarantined meanwhile) is left alone. Returns the ids quarantined."""
+    ``items``: (rowid, the type and ``updated_at`` the caller judged, reason); a memory that changed
+    since (deleted, restored, quarantined, merged with new text) is left alone. Returns the ids
+    quarantined."""
     done: list[str] = []
     stamp = iso_at(when)
-    for rowid, seen, reason in items:
+    for rowid, seen, updated, reason in items:
         rows = db.query("UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
                         "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ? AND "
-                        "memory_type = ? AND memory_type <> ? RETURNING id",
-                        (QUARANTINED, stamp, reason, int(rowid), seen, QUARANTINED))
+                        "memory_type = ? AND memory_type <> ? AND updated_at IS ? RETURNING id",
+                        (QUARANTINED, stamp, reason, int(rowid), seen, QUARANTINED, updated))
         done += [r["id"] for r in rows]
     return done
 

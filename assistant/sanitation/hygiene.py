@@ -21,7 +21,7 @@ from assistant.sanitation.types import Judgement, MemoryVerdict
 SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType.DREAM_INSIGHT.value)
 
 
-def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[Memory]]:
+def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[tuple[int, Memory]]]:
     """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time: the
     rowids are read once (a covering index), then each batch's rows by rowid; a memory written
     during the run waits for the next run, one deleted meanwhile is skipped."""
@@ -35,7 +35,7 @@ def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[Memory]
             f"SELECT * FROM memory_rows WHERE rowid IN ({','.join('?' * len(chunk))}) AND memory_type NOT IN ({marks}) "
             "ORDER BY rowid", (*chunk, *SKIPPED))
         if rows:
-            yield [memory_store._memory(r) for r in rows]
+            yield [(r["rowid"], memory_store._memory(r)) for r in rows]
 
 
 def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:
@@ -52,15 +52,16 @@ def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgeme
 
 
 def scan(memory_store: Any, detector: Any, user_id: str, size: int, now: datetime,
-         checkpoint: Callable[[], Any] | None = None) -> tuple[list[Memory], list[Judgement]]:
+         checkpoint: Callable[[], Any] | None = None) -> tuple[list[tuple[int, Memory]], list[Judgement]]:
     """Every memory judged (in batches of ``size``, ``checkpoint()`` between them: it may block
-    while a dream is paused, or raise to stop) and the judgements, in the same order."""
-    memories: list[Memory] = []
+    while a dream is paused, or raise to stop): the (rowid, memory) pairs and the judgements, in
+    the same order."""
+    memories: list[tuple[int, Memory]] = []
     judgements: list[Judgement] = []
     for n, batch in enumerate(batches(memory_store, user_id, size)):
         if n and checkpoint is not None:
             checkpoint()
-        for memory in batch:
-            memories.append(memory)
+        for rowid, memory in batch:
+            memories.append((rowid, memory))
             judgements.append(judge(memory, detector, user_id, now))
     return memories, judgements

@@ -69,7 +69,7 @@ class Plan:
     batch_size: int = 10
     expired: int = 0
     memories: dict[str, Memory] = field(default_factory=dict)
-    rowids: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (rowid, type seen)
+    rowids: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # id -> (rowid, type, updated_at seen)
     judgements: list[Judgement] = field(default_factory=list)  # every memory judged, in order
     winners: set[str] = field(default_factory=set)
     judged_pairs: int = 0
@@ -156,13 +156,8 @@ class SanitationRun:
         self.step = Step.HYGIENE
         memories, judgements = hygiene.scan(deps.memory, deps.detector, self.user, plan.batch_size,
                                             datetime.fromtimestamp(now, UTC), self._checkpoint)
-        rows = {}
-        if memories:
-            marks = ",".join("?" * len(memories))
-            rows = {r["id"]: (r["rowid"], r["memory_type"]) for r in deps.memory.db.query(
-                f"SELECT id, rowid, memory_type FROM memories WHERE id IN ({marks})", [m.id for m in memories])}
-        plan.memories = {m.id: m for m in memories}
-        plan.rowids = rows
+        plan.memories = {m.id: m for _, m in memories}
+        plan.rowids = {m.id: (rowid, m.memory_type.value, m.updated_at) for rowid, m in memories}
         ok = {j.memory_id: plan.memories[j.memory_id] for j in judgements if j.verdict is MemoryVerdict.OK}
         self._checkpoint()
         found = contradictions.find(deps.graph, deps.queue, self.user, ok)

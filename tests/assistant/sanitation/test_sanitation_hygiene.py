@@ -22,7 +22,7 @@ def test_batches_skip_quarantined_and_dream_output_and_keep_archived(tmp_path: P
     world.add("Bob's note", user="bob")
     batches = list(hygiene.batches(world.memory, USER, 5))
     assert [len(b) for b in batches] == [5, 1]
-    assert [m.id for b in batches for m in b] == ids[1:]
+    assert [m.id for b in batches for _, m in b] == ids[1:]
 
 
 def test_poisoned_before_stale_and_the_checkpoint_between_batches(tmp_path: Path, monkeypatch) -> None:

@@ -178,3 +178,20 @@ def test_the_dream_runs_sanitation_between_nrem_and_rem(make_settings, make_serv
     results = sanitation.results("u1", session.id)
     assert [r.cycle for r in results] == [1, 2] and all(r.trigger == "dream" for r in results)
     assert results[0].counts["poisoned"] == 1 and results[1].counts["quarantined"] == 0
+
+
+def test_a_memory_changed_or_deleted_during_the_plan_is_left_alone(tmp_path: Path, monkeypatch) -> None:
+    world = make_world(tmp_path, monkeypatch)
+    merged = world.add("Dentist appointment tomorrow at 3pm", days_ago=3)
+    deleted = world.add("Call mom in 2 days", days_ago=5)
+    untouched = world.add("Lunch with Jon tomorrow at noon", days_ago=4)
+
+    def meanwhile(deps, user, **kw):  # runs in the plan phase, after hygiene judged all three
+        world.db.execute("UPDATE memories SET updated_at = '2099-01-01T00:00:00.000Z' WHERE id = ?", (merged,))
+        world.memory.delete(USER, deleted)
+        return fixed_quality(deps, user)
+
+    monkeypatch.setattr(quality, "assess", meanwhile)
+    result = world.service.run(USER)
+    assert result.counts["stale"] == 3 and [q["memory_id"] for q in result.quarantined] == [untouched]
+    assert world.type_of(merged) == "Context" and world.type_of(deleted) is None
