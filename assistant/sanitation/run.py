@@ -24,6 +24,17 @@ have read uncommitted rows are dropped (graph views, the pattern cache), ``rollb
 and a record with ``status = "rolled_back"``, the failed step and the error is written in a
 transaction of its own — ``sanitation_results`` is the one table a failed run appends to (the
 audit trail of the failure). A run never raises, except the dream's stop from ``checkpoint``.
+
+**The record** (:class:`SanitationResult`): ``counts`` — ``ok``, ``stale``, ``poisoned``,
+``contradicted`` (verdicts of the memories judged), ``judged`` (memories looked at), ``quarantined``
+(set aside: a memory changed or deleted since it was judged is left alone), ``purged``,
+``judge_calls`` (pairs put to the engine); ``quarantined`` — each one's :class:`Judgement` (verdict,
+the reason a user reads, what decided, the winner of a contradiction); ``purged`` — ids;
+``graph`` — ``orphan_nodes``, ``dangling_edges`` (and links), ``unsourced_edges``, ``issues`` (found
+before the fixes), ``edges_removed``, ``nodes_removed`` (by the fixes and the withdrawal of the
+memories quarantined); ``patterns_added`` (ids) and ``patterns_rejected``; ``drift``; ``quality``;
+``anomalies``; ``judge_failures``; ``rolled_back``, ``failed_step``, ``error``; ``duration_ms``.
+A rolled-back record has only the last group (and the ids of the run): nothing else happened.
 """
 
 from __future__ import annotations
