@@ -46,6 +46,7 @@ import json
 import logging
 import random
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -283,6 +284,8 @@ def labelled(args: argparse.Namespace) -> None:
         print(f"    missed [{labels[i]}]: {memory.get(memory_user(db, i), i).content[:120]!r}")
     print(f"  time: {total_ms / max(1, judged) * 1000:.0f} ms per 1,000 memories ({judged} judged in "
           f"{total_ms / 1000:.2f} s); graph built in {ingest_s:.1f} s (not counted)")
+    db.close()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def memory_user(db: Database, memory_id: str) -> str:
@@ -358,6 +361,8 @@ def rollback(args: argparse.Namespace) -> None:
     print(f"  failure -> rolled back (SQLite ROLLBACK): {(marks['rolled_back'] - marks['failed']) * 1000:.1f} ms; "
           f"failure -> run returned (caches dropped, failure recorded): {(returned - marks['failed']) * 1000:.1f} ms")
     print(f"  memory tables identical after the rollback: {before == after}")
+    db.close()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
