@@ -8,10 +8,12 @@ knowledge graph takes its facts back. A purge deletes it for good; the caller ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from assistant.clock import iso_at
 from assistant.errors import ConflictError
+from assistant.memory.records import MAX_TAGS, sealed_at
 from assistant.memory.store import MemoryStore
 from assistant.memory.types import Memory, MemoryType
 from assistant.storage.db import Database
@@ -59,3 +61,35 @@ def purge(db: Database, rows: Sequence[dict]) -> list[int]:
         marks = ",".join("?" * len(rowids))
         db.execute(f"DELETE FROM memories WHERE rowid IN ({marks})", rowids)
     return rowids
+
+
+def set_aside(db: Database, items: Sequence[tuple[int, str, str, str]], when: float) -> list[str]:
+    """Quarantine many memories inside the caller's transaction, telling no listener (the caller
+    withdraws them from the graph in the same transaction and tells the rest after commit).
+    ``items``: (rowid, the type and ``updated_at`` the caller judged, reason); a memory that changed
+    since (deleted, restored, quarantined, merged with new text) is left alone. Returns the ids
+    quarantined."""
+    done: list[str] = []
+    stamp = iso_at(when)
+    for rowid, seen, updated, reason in items:
+        rows = db.query("UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
+                        "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ? AND "
+                        "memory_type = ? AND memory_type <> ? AND updated_at IS ? RETURNING id",
+                        (QUARANTINED, stamp, reason, int(rowid), seen, QUARANTINED, updated))
+        done += [r["id"] for r in rows]
+    return done
+
+
+def add_tag(db: Database, store: MemoryStore, user_id: str, memory_id: str, tag: str) -> bool:
+    """Add ``tag`` to a memory inside the caller's transaction (tags are sealed: opened, extended,
+    sealed again); False when the memory is gone, already has it, or has ``MAX_TAGS`` tags."""
+    row = db.one("SELECT rowid, id, user_id, tags FROM memories WHERE id = ? AND user_id = ?",
+                 (str(memory_id), str(user_id)))
+    if row is None:
+        return False
+    tags = json.loads(store._open(row, "tags"))
+    if tag in tags or len(tags) >= MAX_TAGS:
+        return False
+    sealed = store.sealer.seal(json.dumps([*tags, tag]), sealed_at("tags", row["id"], row["user_id"]))
+    db.execute("UPDATE memories SET tags = ? WHERE rowid = ?", (sealed, row["rowid"]))
+    return True

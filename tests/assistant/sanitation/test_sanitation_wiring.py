@@ -1,0 +1,35 @@
+"""build_services wires sanitation's supervisor: engine and embedder restarts, /ready's degraded list."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from assistant.breaker import CircuitBreaker
+from assistant.llm.queue import InferenceQueue
+from assistant.llm.scripted import ScriptedChatModel
+from assistant.sanitation.anomalies import AnomalyMonitor
+from assistant.sanitation.supervisor import ComponentSupervisor
+
+
+def test_engine_restart_closes_the_breaker_and_is_refused_while_a_generation_hangs() -> None:
+    breaker = CircuitBreaker("llm", failure_threshold=1, reset_timeout_secs=3600)
+    queue = InferenceQueue(ScriptedChatModel([]), breaker=breaker)
+    breaker.record_failure("boom")
+    assert breaker.state.value == "open"
+    queue.restart()
+    assert breaker.state.value == "closed"
+    queue.hung = True
+    with pytest.raises(RuntimeError, match="cannot be restarted"):
+        queue.restart()
+    asyncio.run(asyncio.sleep(0))
+    queue.close()
+
+
+def test_build_services_registers_the_components_and_feeds_ready(services) -> None:  # noqa: ANN001
+    assert isinstance(services.supervisor, ComponentSupervisor)
+    assert services.probe.degraded == services.supervisor.degraded
+    assert "engine" in services.supervisor._restarts
+    if services.sanitation is not None:
+        assert isinstance(services.sanitation.deps.anomalies, AnomalyMonitor)
