@@ -3,7 +3,8 @@ defence patterns and their deactivation, the quality assessment, a run on demand
 users), the read-only key, X-API-Key, 503 while disabled, bad ids as the envelope.
 
 Real storage (SQLite) and the real SanitationService; the run and the quality assessment are faked
-(monkeypatched on the service) where the test is about HTTP, not about what a run finds.
+(monkeypatched on the service) where the test is about HTTP, not about what a run finds; one test runs
+the real run over the store (a plan whose date has passed is quarantined, the series count it).
 """
 
 from __future__ import annotations
@@ -260,3 +261,20 @@ def test_the_sanitation_series_have_the_specs_names_at_zero_then_the_counters(cl
 def test_no_sanitation_series_while_it_is_disabled(make_settings, make_services, make_client) -> None:
     services = make_services(make_settings(sanitation={"enabled": False}))
     assert "sanitation" not in make_client(services).get("/metrics/prometheus").text
+
+
+def test_a_real_run_now_quarantines_a_passed_plan_and_the_series_count_it(client, services, auth) -> None:
+    created = client.post("/v1/memories", json={"content": "I have a dentist appointment on 2024-03-05 at 10 am.",
+                                                "summary": "dentist"}, headers=auth)
+    kept = client.post("/v1/memories", json={"content": "My sister Anna lives in Porto.", "summary": "Anna"},
+                       headers=auth)
+    assert created.status_code == kept.status_code == 201
+    response = client.post(f"{S}/run", headers=auth)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "completed" and body["trigger"] == "manual" and body["session_id"] is None
+    assert [(j["memory_id"], j["verdict"]) for j in body["quarantined"]] == [(created.json()["id"], "stale")]
+    listed = client.get("/v1/memories/quarantine", headers=auth).json()
+    assert [m["id"] for m in listed["memories"]] == [created.json()["id"]]
+    assert sanitation_samples(client)["assistant_sanitation_memories_quarantined"] == ("counter", 1.0)
+    assert client.post(f"/v1/memories/{created.json()['id']}/restore", headers=auth).status_code == 200

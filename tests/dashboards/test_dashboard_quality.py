@@ -1,7 +1,7 @@
 """The quality dashboard and its clients over real services (SQLite, the hashing embedder): run history
 saved as a run saves it, memories quarantined as a run quarantines them, patterns added as defence
-evolution adds them. The quality assessment is faked where it has not landed (monkeypatched on the
-service). The HTTP client talks to the real routes (an httpx transport into the app's TestClient), so
+evolution adds them. The quality assessment is the real one, or faked (monkeypatched on the service) where
+a test needs given figures or a failure. The HTTP client talks to the real routes (an httpx transport into the app's TestClient), so
 both clients are checked to answer the same JSON."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
+from assistant.errors import ServiceUnavailableError
 from assistant.memory import quarantine as Q
 from assistant.sanitation.types import QualityAssessment, SanitationResult, Trend
 from assistant.services import Services
@@ -108,10 +109,21 @@ def test_restore_and_deactivate_buttons_act_through_the_client(services, planted
     assert "deactivated" in view.message.object
 
 
-def test_a_purged_memory_says_why_and_an_unavailable_assessment_falls_back(services, planted) -> None:
+def test_the_real_assessment_is_shown(services, planted) -> None:
     view = QualityView(LocalQualityClient(services.sanitation, owner(services)))
-    # the placeholder (or a failing) assessment: the latest run's is shown, with the reason
+    assert "Quality 1.00" in view.summary.object  # no user message since the last run: nothing went wrong
+    assert "Recommendations" in view.summary.object
+
+
+def test_a_purged_memory_says_why_and_an_unavailable_assessment_falls_back(services, planted, monkeypatch) -> None:
+    def failing(user):  # noqa: ANN001, ANN202
+        raise ServiceUnavailableError("the embedder is reloading")
+
+    monkeypatch.setattr(services.sanitation, "quality", failing)
+    view = QualityView(LocalQualityClient(services.sanitation, owner(services)))
+    # a failing assessment: the latest run's is shown, with the reason
     assert "Quality 0.80" in view.summary.object and "unavailable" in view.summary.object
+    assert "embedder is reloading" in view.summary.object
     mid = planted["memories"][0]
     rows = services.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE id = ?", (mid,))
     with services.db.transaction() as db:  # purged behind the page's back

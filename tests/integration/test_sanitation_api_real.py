@@ -5,9 +5,8 @@ Memories go in over HTTP, some are quarantined as a sanitation run quarantines t
 with a reason), a run record and defence patterns are stored as a run stores them; then, with `X-API-Key`
 and with Bearer: the latest record, the history, the patterns, a deactivation, the quarantine list with
 reasons, a restore (the memory found by search again), a second user who sees none of it, and the
-`assistant_sanitation_` series at /metrics/prometheus. The run itself (`POST /v1/sanitation/run`) is
-called too: a record when the sanitation step has landed, 503 `SERVICE_UNAVAILABLE` (never a 500) before.
-Nothing asserts a time."""
+`assistant_sanitation_` series at /metrics/prometheus. Then a real run (`POST /v1/sanitation/run`) over
+the store quarantines a plan whose date has passed, written over HTTP, and its record is the latest. Nothing asserts a time."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from tests.integration.support import serve
 pytestmark = pytest.mark.integration
 
 S = "/v1/sanitation"
+PASSED_PLAN = "I have a dentist appointment on 2024-03-05 at 10 am."
 MEMORIES = {
     "I prefer green tea to coffee in the afternoon.": None,
     "The plumber comes tomorrow at 9.": "stale: 'tomorrow' has passed",
@@ -84,12 +84,21 @@ def test_sanitation_routes_over_http_with_the_real_embedder(tmp_path: Path) -> N
         assert gone.status_code == 200 and gone.json()["active"] is False
         assert http.get(f"{S}/defense-patterns").json()["total"] == 0
 
+        # a real run now: a plan whose date has passed (written over HTTP, never quarantined by hand) is set aside
+        planted = http.post("/v1/memories", json={"content": PASSED_PLAN, "summary": "dentist"})
+        assert planted.status_code == 201, planted.text
         run = http.post(f"{S}/run", json={})
-        assert run.status_code in (200, 503), run.text  # 503 until the sanitation step lands, never a 500
-        if run.status_code == 200:
-            assert run.json()["status"] in ("completed", "rolled_back", "skipped")
-        else:
-            assert run.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+        assert run.status_code == 200, run.text
+        body = run.json()
+        assert body["status"] == "completed" and body["trigger"] == "manual" and not body["rolled_back"], body
+        assert planted.json()["id"] in [j["memory_id"] for j in body["quarantined"]], body["quarantined"]
+        assert http.get(f"{S}/latest").json()["id"] == body["id"]
+        assert http.get(f"{S}/results").json()["total"] == 2
+        reasons = {m["id"]: m["quarantine_reason"] for m in http.get("/v1/memories/quarantine").json()["memories"]}
+        assert reasons[planted.json()["id"]], reasons  # why, in words
+        verdicts = {j["memory_id"]: j["verdict"] for j in body["quarantined"]}
+        assert verdicts[planted.json()["id"]] == "stale"
+        assert http.get(f"{S}/quality").json()["trend"] in ("Improving", "Stable", "Degrading")
 
         text = http.get("/metrics/prometheus").text
         for name in ("memories_quarantined", "contradictions_resolved", "graph_orphans", "defense_patterns_added",
