@@ -5,7 +5,7 @@ The server's store holds three sanitation runs (saved as a run saves them), two 
 (as a run quarantines them) and two defence patterns. The page plots the score and its three components
 from the run history, lists the quarantined memories with their reasons and the patterns with their
 hits; a quarantined memory is restored with its row's *Restore* button: it leaves the table, and the API
-and the store then have it back with its type. No console error, nothing fetched outside loopback.
+and the store then have it back with its type; *Run sanitation now* adds a run to the curves. No console error, nothing fetched outside loopback.
 Screenshots: ``tests/artifacts/quality*.png``.
 """
 
@@ -96,6 +96,12 @@ def test_the_quality_page_plots_lists_and_restores(tmp_path: Path) -> None:
             assert api.get(f"/v1/memories/{ids[0]}").json()["memory_type"] == "Context"
             page.get_by_text("Restored").first.wait_for(timeout=30_000)
             page.screenshot(path=str(ARTIFACTS / "quality_restored.png"), full_page=True)
+
+            # a run now from the page: its record joins the curves
+            page.get_by_role("button", name="Run sanitation now").click()
+            wait_for(lambda: page.evaluate(TRACES_JS) or [], lambda v: "quality score:4" in v, "the new run on the curves",
+                     120)
+            assert api.get("/v1/sanitation/results").json()["total"] == 4
             browser.close()
     assert outside == []  # everything the page needs is served locally
     assert errors == [], errors
