@@ -30,6 +30,7 @@ from assistant.errors import AssistantError
 from assistant.memory.types import Memory
 from assistant.sanitation.service import SanitationService
 
+RUN_TIMEOUT = 600.0  # seconds: a run over a large store answers when it is over
 STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400,
           "SERVICE_UNAVAILABLE": 503}  # as the API maps them
 
@@ -146,9 +147,10 @@ class HttpQualityClient:
                                  transport=transport)
 
     def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-              json: dict[str, Any] | None = None) -> Any:
+              json: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
         try:
-            response = self.http.request(method, path, json=json, params=params)
+            response = self.http.request(method, path, json=json, params=params,
+                                         timeout=self.http.timeout if timeout is None else timeout)
         except httpx.HTTPError as exc:
             raise QualityClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
         if response.status_code >= 400:
@@ -174,7 +176,7 @@ class HttpQualityClient:
         return self._send("DELETE", f"/v1/sanitation/defense-patterns/{pattern_id}")
 
     def run(self) -> dict[str, Any]:
-        return self._send("POST", "/v1/sanitation/run", json={})
+        return self._send("POST", "/v1/sanitation/run", json={}, timeout=RUN_TIMEOUT)
 
     def close(self) -> None:
         self.http.close()
