@@ -31,7 +31,7 @@ EMBED_DIM = 384
 CHUNK_CHARS = 300
 MAX_CHUNKS = 48
 MAX_TEXT = 6000  # characters of a unit hashed
-EMBED_CHARS = 512  # characters of a unit embedded (MiniLM reads ~256 word pieces anyway)
+EMBED_CHARS = 256  # characters of a unit embedded (the opening of a long text: n-grams read all of it)
 REPORT_FLOOR = 0.05
 _M1 = np.uint64(0x100000001B3)
 _M2 = np.uint64(0xFF51AFD7ED558CCD)
@@ -148,7 +148,7 @@ def uses_minilm(embedder) -> bool:
     """Whether ``embedder`` gives the packaged MiniLM vectors the ``full`` model was trained on."""
     if embedder is None or getattr(embedder, "dimension", None) != EMBED_DIM:
         return False
-    return "minilm" in str(getattr(embedder, "id", "")).lower() or "minilm" in str(getattr(embedder, "model", "")).lower()
+    return "minilm" in str(getattr(embedder, "id", "")).lower() or "minilm" in str(getattr(embedder, "model_name", "")).lower()
 
 
 def load_models(path: Path = WEIGHTS) -> dict[str, Model]:

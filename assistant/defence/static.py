@@ -102,7 +102,7 @@ RULES: tuple[Rule, ...] = (
     _r("indirect.ai_reading", "indirect_injection", "addresses the AI that reads the content",
        r"\b(?:ai|assistant|language model|llm|chatbot|gpt|claude)s?\s+(?:reading|processing|summari[sz]ing|analy[sz]ing|parsing)\s+(?:this|the)\b[^.!?\n]{0,60}\b(?:must|should|will|ignore|instead|please)\b|\b(?:if you are|you are) an? (?:ai|llm|language model|assistant)\b[^.!?\n]{0,40}\b(?:reading|processing|summari[sz]ing)\b"),
     _r("indirect.in_your_response", "indirect_injection", "content that dictates the model's response",
-       r"\b(?:in|to|into|at the (?:end|start|beginning) of)\s+your\s+(?:response|reply|answer|summary|output)\b[^.!?\n]{0,40}\b(?:include|add|mention|insert|append|say|write|link|tell)\b|\b(?:include|add|insert|append|integrate|embed|incorporate|mention|write)\b[^.!?\n]{0,80}\b(?:in|to|into|within)\s+your\s+(?:response|reply|answer|summary|output)\b",
+       r"\b(?:in|to|into|at the (?:end|start|beginning) of)\s+your\s+(?:response|reply|answer|summary|output)\b[^.!?\n]{0,40}\b(?:include|add|mention|insert|append|say|write|link|tell)\b|\b(?:include|add|insert|append|integrate|embed|incorporate|mention|write)\b(?:[^.!?\n]|\.(?=\S)){0,80}\b(?:in|to|into|within)\s+your\s+(?:response|reply|answer|summary|output)\b",
        indirect_only=True),
 )
 
