@@ -110,17 +110,16 @@ def one_at_a_time(detector: LayeredDetector, examples: list[D.Example], n: int =
           f"over {len(sample)} texts (mean length {sum(len(e.text) for e in sample) / len(sample):.0f} chars)")
 
 
-def leave_categories_out(limit: int | None) -> None:
+def leave_categories_out(limit: int | None, embedder) -> None:
     """Fit on the train split without a third of the BIPIA categories; BIPIA detection on those."""
     from assistant.defence.classifier import Model
-    from benchmarks.train_injection import EmbedCache, fit, minilm
+    from benchmarks.train_injection import fit
 
     categories = sorted({x.category for x in D.bipia_attacks()})
     unseen = frozenset(c for c in categories if D.split_of(c, "lco") == "held_out")
     print(f"\n== leave-categories-out: {len(unseen)} of {len(categories)} BIPIA categories unseen in training ==")
     print("   unseen:", ", ".join(sorted(unseen)))
-    embedder = minilm()
-    weights = fit(all_examples("train", limit, exclude_categories=unseen), EmbedCache(embedder), log=print)
+    weights = fit(all_examples("train", limit, exclude_categories=unseen), embedder, log=print)
     models = {"full": Model(weights["full_coef"], float(weights["full_intercept"]), True),
               "ngram": Model(weights["ngram_coef"], float(weights["ngram_intercept"]), False)}
     attacks = [x for x in D.bipia_attacks() if x.category in unseen]
@@ -137,18 +136,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ngram-only", action="store_true", help="skip the MiniLM classifier variant")
     ap.add_argument("--lco", action="store_true", help="also fit and report the leave-categories-out split")
     ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/injection_embeddings.pkl"),
+                    help="MiniLM vectors kept between runs (outside the repo); timings use the raw embedder")
     args = ap.parse_args(argv)
     models = load_models()
     held_out = evaluation_sets("held_out", args.limit)
-    variants_ = [("n-grams only (no embedder)", None)]
+    variants_ = [("n-grams only (no embedder)", None, None)]
+    cache = None
     if not args.ngram_only:
-        from benchmarks.train_injection import minilm
+        from benchmarks.train_injection import EmbedCache, minilm
 
-        variants_.insert(0, ("MiniLM + n-grams", minilm()))
-    for name, embedder in variants_:
+        raw = minilm()
+        cache = EmbedCache(raw, args.cache)
+        variants_.insert(0, ("MiniLM + n-grams", cache, raw))
+    for name, embedder, raw in variants_:
         detector = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(embedder, models)], args.threshold)
         report(f"HELD-OUT, {name}, threshold {args.threshold}", detector, held_out)
-        one_at_a_time(detector, held_out["attack: dev_attacks (user)"] + held_out["benign: NotInject (user)"]
+        if cache is not None:
+            cache.save()
+        timed = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(raw, models)], args.threshold)
+        one_at_a_time(timed, held_out["attack: dev_attacks (user)"] + held_out["benign: NotInject (user)"]
                       + held_out["benign: clean BIPIA emails"])
         patterns = LayeredDetector([StaticLayer()], args.threshold)
         if embedder is not None or args.ngram_only:
@@ -156,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
             everything = evaluation_sets("all", args.limit)
             report(f"ALL DATA (INCLUDES THE TRAINING DATA: not a held-out figure), {name}", detector, everything,
                    per_layer=False)
-    if args.lco:
-        leave_categories_out(args.limit)
+            if cache is not None:
+                cache.save()
+    if args.lco and cache is not None:
+        leave_categories_out(args.limit, cache)
+        cache.save()
     return 0
 
 

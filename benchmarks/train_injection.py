@@ -124,9 +124,29 @@ def weights_for(groups: list) -> np.ndarray:
 
 
 class EmbedCache:
-    def __init__(self, embedder):
+    """MiniLM vectors by unit text (its first ``EMBED_CHARS`` characters), optionally kept in a file
+    outside the repository between runs (``--cache``); also usable as an embedder (``embed``)."""
+
+    def __init__(self, embedder, path: Path | None = None):
         self.embedder = embedder
+        self.path = path
         self.cache: dict[str, np.ndarray] = {}
+        self.id, self.model_name, self.dimension = "cache", getattr(embedder, "model_name", ""), EMBED_DIM
+        if path is not None and path.exists():
+            import pickle
+
+            with open(path, "rb") as f:
+                self.cache = pickle.load(f)
+
+    def save(self) -> None:
+        if self.path is not None:
+            import pickle
+
+            with open(self.path, "wb") as f:
+                pickle.dump(self.cache, f)
+
+    def embed(self, texts) -> np.ndarray:
+        return self(list(texts))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         keys = [t[:EMBED_CHARS] for t in texts]
@@ -198,11 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N examples of each corpus (quick runs)")
     ap.add_argument("--out", type=Path, default=WEIGHTS)
     ap.add_argument("--no-embedder", action="store_true", help="fit the n-gram model only")
+    ap.add_argument("--cache", type=Path, default=None, help="keep MiniLM vectors in this file (outside the repo)")
     args = ap.parse_args(argv)
     t = time.perf_counter()
     examples = all_examples("train", args.limit)
     print(f"train split: {Counter(e.corpus for e in examples)}")
-    weights = fit(examples, None if args.no_embedder else EmbedCache(minilm()))
+    cache = None if args.no_embedder else EmbedCache(minilm(), args.cache)
+    weights = fit(examples, cache)
+    if cache is not None:
+        cache.save()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, **weights, buckets=np.int32(BUCKETS), embed_dim=np.int32(EMBED_DIM))
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB) in {time.perf_counter() - t:.0f} s")
