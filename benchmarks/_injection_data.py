@@ -42,6 +42,7 @@ class Example:
     split: str
     family: str = ""
     category: str = ""
+    inserted: str = ""  # for an attack placed inside content: the attack itself (its chunks are the positives)
 
 
 def dev_attacks() -> list[Example]:
@@ -83,7 +84,7 @@ def bipia_in_context(attacks: list[Example], contexts: list[str], split: str) ->
         for j, c in enumerate(ctx):
             where = ("start", "middle", "end")[(i + j) % 3]
             out.append(Example(insert(c, a.text, where), 1, Source.EMAIL, "bipia_in_context", split, "bipia",
-                               a.category))
+                               a.category, a.text))
     return out
 
 

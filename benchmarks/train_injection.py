@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from assistant.defence.classifier import BUCKETS, EMBED_CHARS, EMBED_DIM, WEIGHTS, Unit, hash_ngrams, units  # noqa: E402
 from assistant.defence.normalise import normalise  # noqa: E402
 from assistant.defence.types import Source  # noqa: E402
-from assistant.defence.variants import variants  # noqa: E402
+from assistant.defence.variants import WRAPPERS, variants  # noqa: E402
 from benchmarks import _injection_data as D  # noqa: E402
 
 C = 4.0  # inverse regularisation: fixed, never tuned on the held-out split
@@ -39,7 +39,7 @@ IN_CONTEXT_PER_ATTACK = 4  # contexts each training attack is inserted into
 # Share of the total sample weight of each (corpus, label) group.
 SHARES = {
     ("dev_attacks", 1): 1.0, ("variants", 1): 1.0, ("bipia_text", 1): 0.5, ("bipia_code", 1): 0.3,
-    ("bipia_in_context", 1): 1.0,
+    ("bipia_in_context", 1): 1.0, ("requests_in_context", 1): 0.8,
     ("notinject", 0): 1.5, ("benign_txt", 0): 1.0, ("bipia_as_user", 0): 0.4, ("locomo", 0): 0.6,
     ("locomo_as_user", 0): 0.4, ("bipia_context", 0): 0.8, ("variants_context", 0): 0.2,
 }
@@ -56,7 +56,8 @@ def variant_examples(bases: list[D.Example]) -> list[D.Example]:
         for strategy, placement, text in generated:
             source = Source.USER if placement == "user" else {"email": Source.EMAIL, "web": Source.WEB,
                                                               "tool": Source.TOOL_RESULT}.get(placement, Source.DOCUMENT)
-            out.append(D.Example(text, 1, source, "variants", b.split, strategy, b.text[:600]))
+            inserted = b.text[:600] if placement != "user" else ""
+            out.append(D.Example(text, 1, source, "variants", b.split, strategy, b.category, inserted))
     return out
 
 
@@ -77,8 +78,17 @@ def all_examples(split: str, limit: int | None = None, exclude_categories: froze
         for c in rng.sample(ctx, min(IN_CONTEXT_PER_ATTACK, len(ctx))):
             where = rng.choice(("start", "middle", "end"))
             out.append(D.Example(D.insert(c, a.text, where), 1, Source.EMAIL, "bipia_in_context", split, "bipia",
-                                 a.category))
-    out += take(D.notinject()) + take(D.benign_txt()) + take(D.clean_contexts())
+                                 a.category, a.text))
+    benign_user = take(D.notinject()) + take(D.benign_txt())
+    # Requests to an assistant are injections once they sit inside content (BIPIA's threat model):
+    # the train split's NotInject prompts and benign.txt requests, each placed in one train email
+    # context or one of the variants' wrappers (web page, tool result, document).
+    for r in benign_user:
+        host = rng.choice(ctx + [w for _, w in WRAPPERS])
+        text = D.insert(host, r.text, rng.choice(("start", "middle", "end"))) if "{attack}" not in host \
+            else host.format(attack=r.text)
+        out.append(D.Example(text, 1, Source.EMAIL, "requests_in_context", split, "request", "", r.text))
+    out += benign_user + take(D.clean_contexts())
     loc = take(D.locomo_turns())
     out += loc + [D.Example(x.text, 0, Source.USER, "locomo_as_user", x.split) for x in loc]
     return out
@@ -86,16 +96,10 @@ def all_examples(split: str, limit: int | None = None, exclude_categories: froze
 
 def attack_span(ex: D.Example) -> tuple[int, int] | None:
     """Where the attack sits inside an indirect example (None: the whole example is the attack)."""
-    if ex.corpus == "bipia_in_context":
-        at = -1
-        for a in D.bipia_attacks():
-            if a.category == ex.category and a.text in ex.text:
-                at = ex.text.find(a.text)
-                return (at, at + len(a.text))
-    if ex.corpus == "variants" and ex.source.indirect:
-        at = ex.text.find(ex.category)  # the wrapped base text
+    if ex.inserted:
+        at = ex.text.find(ex.inserted)
         if at >= 0:
-            return (at, at + len(ex.category))
+            return (at, at + len(ex.inserted))
     return None
 
 

@@ -33,6 +33,8 @@ MAX_CHUNKS = 48
 MAX_TEXT = 6000  # characters of a unit hashed
 EMBED_CHARS = 256  # characters of a unit embedded (the opening of a long text: n-grams read all of it)
 REPORT_FLOOR = 0.05
+# The n-gram model's sure range: below/above it the full model (and its embedding) is skipped.
+CASCADE = (0.03, 0.97)
 _M1 = np.uint64(0x100000001B3)
 _M2 = np.uint64(0xFF51AFD7ED558CCD)
 _S = np.uint64(33)
@@ -158,13 +160,20 @@ def load_models(path: Path = WEIGHTS) -> dict[str, Model]:
 
 
 class ClassifierLayer:
+    """Scores units with the n-gram model first; with MiniLM, only the units it is not sure about
+    (probability inside ``cascade``) are embedded and scored by the full model, so most everyday
+    text costs no embedding at all."""
+
     layer = Layer.CLASSIFIER
 
-    def __init__(self, embedder=None, models: dict[str, Model] | None = None, floor: float = REPORT_FLOOR):
+    def __init__(self, embedder=None, models: dict[str, Model] | None = None, floor: float = REPORT_FLOOR,
+                 cascade: tuple[float, float] = CASCADE):
         models = models if models is not None else load_models()
         self.embedder = embedder if uses_minilm(embedder) and "full" in models else None
         self.model = models["full"] if self.embedder is not None else models["ngram"]
+        self.ngram = models["ngram"]
         self.floor = floor
+        self.cascade = cascade
 
     @property
     def variant(self) -> str:
@@ -175,10 +184,16 @@ class ClassifierLayer:
         if not all_units:
             return np.zeros(0)
         grams = [hash_ngrams(u.text) for u in all_units]
-        vectors = None
-        if self.embedder is not None:
-            vectors = np.asarray(self.embedder.embed([u.text[:EMBED_CHARS] for u in all_units]), dtype=np.float32)
-        return self.model.probabilities(grams, [u.indirect for u in all_units], vectors)
+        indirect = [u.indirect for u in all_units]
+        probs = self.ngram.probabilities(grams, indirect, None)
+        if self.embedder is None:
+            return probs
+        low, high = self.cascade
+        unsure = [i for i, p in enumerate(probs) if low <= p < high]
+        if unsure:
+            vectors = np.asarray(self.embedder.embed([all_units[i].text[:EMBED_CHARS] for i in unsure]), dtype=np.float32)
+            probs[unsure] = self.model.probabilities([grams[i] for i in unsure], [indirect[i] for i in unsure], vectors)
+        return probs
 
     def hits_for(self, us: Sequence[Unit], probs: np.ndarray) -> list[Hit]:
         hits = []

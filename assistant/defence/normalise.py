@@ -144,13 +144,13 @@ def decode_leet(folded: str) -> str | None:
     def sub(m: re.Match) -> str:
         nonlocal changed
         tok = m.group(0)
-        if any(c in _LEET_CHARS for c in tok):
+        if sum(c.isalpha() for c in tok) >= 2 and any(c in _LEET_CHARS for c in tok):
             changed += 1
             return tok.translate(LEET)
         return tok
 
     plain = _LEET_TOKEN.sub(sub, folded)
-    return plain if changed >= 2 and english_words(plain) > english_words(folded) else None
+    return plain if changed >= 2 and english_words(plain) >= english_words(folded) + 2 else None
 
 
 def normalise(text: str) -> Folded:
