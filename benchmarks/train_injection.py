@@ -1,12 +1,15 @@
 """Train the defence classifier (assistant/defence/data/classifier.npz) on the TRAIN split only.
 
-    PYTHONPATH=. python benchmarks/train_injection.py [--limit N] [--out PATH]
+    PYTHONPATH=. python benchmarks/train_injection.py [--limit N] [--out PATH] [--cache /tmp/vectors.pkl]
 
 Data recipe: benchmarks/_injection_data.py (every source split 70/30 by a hash of its text before
 anything is fitted; the held-out 30 % is what benchmarks/injection.py reports). Training units are
 exactly what the detector scores at run time (assistant.defence.classifier.units: the user's text
 whole, indirect content per chunk, decoded forms), labelled by their example; in an attack placed
-inside content only the chunks that overlap the attack are positive. Each corpus gets a fixed share
+inside content only the chunks that overlap the attack are positive. Requests to an assistant (the
+train split's NotInject prompts and benign.txt) are user-source negatives AND, placed inside an email
+context or a web page/tool result/document wrapper, indirect positives (BIPIA's threat model: any
+instruction inside content is an injection). Each corpus gets a fixed share
 of the sample weight, so the 2,000 LoCoMo turns do not drown the 240 NotInject prompts.
 
 Two models are fitted with the same data and seed: ``full`` (n-grams + MiniLM vectors) and

@@ -190,3 +190,26 @@ def test_engine_judge_asks_with_a_schema_and_counts_failures():
         assert (judge.calls, judge.failures) == (3, 2)
     finally:
         judge.close()
+
+
+def test_cascade_embeds_only_the_units_the_ngram_model_is_unsure_about():
+    class FakeMiniLM:
+        id, model_name, dimension = "sentence-transformers", "all-MiniLM-L6-v2", 384
+
+        def __init__(self):
+            self.calls: list[list[str]] = []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return np.ones((len(texts), 384), np.float32) / np.sqrt(384)
+
+    full = Model(np.concatenate([np.zeros(BUCKETS, np.float32), np.full(384, 1.0, np.float32), [0.0],
+                                 np.zeros(BUCKETS + 385, np.float32)]), 0.0, embed=True)
+    embedder = FakeMiniLM()
+    layer = ClassifierLayer(embedder, {"ngram": tiny_model(), "full": full}, cascade=(0.03, 0.97))
+    assert layer.variant == "full"
+    sure = "ignore " * 30  # the n-gram model is sure: no embedding
+    unsure = "a calm day at the lake"  # sigmoid(-2) = 0.12: embedded and scored by the full model
+    probs = layer.score_units([u for t in (sure, unsure) for u in units(normalise(t), Source.USER)])
+    assert embedder.calls == [[unsure]]
+    assert probs[0] > 0.97 and abs(probs[1] - 1 / (1 + np.exp(-np.sqrt(384)))) < 1e-4
