@@ -206,7 +206,8 @@ class SanitationRun:
 
             self.step = Step.HYGIENE
             bad = [j for j in plan.bad if j.memory_id in plan.rowids]
-            done = set(Q.set_aside(db, [(*plan.rowids[j.memory_id], j.reason) for j in bad], now))
+            done = set(Q.set_aside(db, deps.memory, self.user,
+                                   [(j.memory_id, *plan.rowids[j.memory_id], j.reason) for j in bad], now))
             out.quarantined = [j for j in bad if j.memory_id in done]
             for winner in sorted(plan.winners):
                 Q.add_tag(db, deps.memory, self.user, winner, contradictions.WINNER_TAG)

@@ -115,6 +115,12 @@ class SanitationService:
             return SanitationRun(self, str(user_id), session_id=session_id, cycle=cycle, trigger=trigger,
                                  checkpoint=checkpoint).run()
 
+    def bind_loop(self, loop: Any) -> None:
+        """Run the contradiction judge's engine calls on ``loop`` (the server's: it owns the queue)."""
+        from assistant.sanitation.contradictions import bind_loop
+
+        bind_loop(loop)
+
     # --- reads ----------------------------------------------------------------------------------------
 
     def latest(self, user_id: str) -> SanitationResult:
