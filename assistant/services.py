@@ -46,7 +46,7 @@ from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.ratelimit import RateLimiter
 from assistant.sanitation.anomalies import AnomalyMonitor
 from assistant.sanitation.build import build_sanitation
-from assistant.sanitation.service import DreamSanitation, SanitationService
+from assistant.sanitation.service import SanitationService
 from assistant.sanitation.supervisor import ComponentSupervisor
 from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
@@ -310,12 +310,10 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     )
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
-    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
     services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,
                                                              conversations)
+    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat, services.sanitation)
     chat.defence, chat.neutralise = services.defence, settings.defence.neutralise
-    if services.dream is not None and services.sanitation is not None:  # between NREM and REM, every cycle
-        services.dream.deps.sanitation = DreamSanitation(services.sanitation)
     if services.agentic is not None:
         services.agentic.defence = services.defence
     supervise(services)

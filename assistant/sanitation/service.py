@@ -175,12 +175,23 @@ class SanitationService:
 
 
 class DreamSanitation:
-    """The dream seam (``DreamDeps.sanitation``): one run per cycle between NREM and REM."""
+    """The dream seam (``DreamDeps.sanitation``): one run per cycle between NREM and REM. The run's
+    events reach the dream's listeners too (``sanitation_<kind>``: the internal event bus on which
+    config corrections and ``QualityRegression`` are published)."""
 
     def __init__(self, service: SanitationService):
         self.service = service
 
     def run(self, ctx: Any) -> None:
         session = ctx.run.session
-        self.service.run(session.user_id, session_id=session.id, cycle=ctx.cycle, trigger="dream",
-                         checkpoint=ctx.run.checkpoint)
+
+        def forward(event: SanitationEvent) -> None:
+            if event.user_id == session.user_id:
+                ctx.emit(f"sanitation_{event.kind}", **event.data)
+
+        unsubscribe = self.service.subscribe(forward)
+        try:
+            self.service.run(session.user_id, session_id=session.id, cycle=ctx.cycle, trigger="dream",
+                             checkpoint=ctx.run.checkpoint)
+        finally:
+            unsubscribe()

@@ -55,3 +55,15 @@ def test_one_anomaly_counts_once_across_users_within_the_window(services) -> Non
     service = services.sanitation
     assert service.new_anomalies([spike]) == [spike]
     assert service.new_anomalies([spike]) == []
+
+
+def test_a_dream_session_runs_sanitation_and_its_events_reach_the_dream_listeners(services) -> None:  # noqa: ANN001
+    seen = []
+    services.dream.subscribe(seen.append)
+    services.memory.add("u1", "I live in Lisbon.")
+    session = services.dream.trigger("u1", background=False)
+    assert session.status.value == "completed"
+    results = services.sanitation.results("u1", session.id)
+    assert len(results) == services.settings.dream.max_cycles
+    assert all(r.trigger == "dream" and r.status == "completed" for r in results)
+    assert sum(1 for e in seen if e.kind == "sanitation_run_finished") == len(results)
