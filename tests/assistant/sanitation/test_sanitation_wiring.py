@@ -67,3 +67,13 @@ def test_a_dream_session_runs_sanitation_and_its_events_reach_the_dream_listener
     assert len(results) == services.settings.dream.max_cycles
     assert all(r.trigger == "dream" and r.status == "completed" for r in results)
     assert sum(1 for e in seen if e.kind == "sanitation_run_finished") == len(results)
+
+
+def test_table_checksums_see_a_change_and_skip_what_they_are_told(services) -> None:  # noqa: ANN001
+    from assistant.storage.checksum import table_checksums
+
+    before = table_checksums(services.db, skip=("sanitation_results",))
+    assert "memories" in before and "sanitation_results" not in before
+    services.memory.add("u1", "A new memory.")
+    after = table_checksums(services.db, skip=("sanitation_results",))
+    assert after["memories"] != before["memories"]
