@@ -309,7 +309,8 @@ class SanitationRun:
         """The transaction was rolled back (or never opened): drop what may have cached uncommitted
         rows, count it, and record it in a transaction of its own."""
         deps, service = self.deps, self.service
-        log.warning("sanitation of user %s rolled back at %s: %s", self.user, self.step.value, exc, exc_info=exc)
+        log.warning("sanitation of user %s rolled back at %s: %s", self.user, self.step.value, exc,
+                    exc_info=None if isinstance(exc, DrillFailure) else exc)
         if deps.graph is not None:
             try:
                 deps.graph.views.changed(self.user, removed=True)
