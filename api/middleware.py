@@ -105,7 +105,7 @@ class RequestContext:
                 await _send_json(send, 500, body, [rid_header])
         finally:
             duration_ms = (time.perf_counter() - start) * 1000
-            metrics.request_finished(status, duration_ms)
+            metrics.request_finished(status, duration_ms, scope["path"])
             self.services.analytics.record("request", scope["path"], duration_ms, status < 500)
 
 

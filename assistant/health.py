@@ -1,6 +1,7 @@
 """Readiness probes with latency, cached briefly so frequent probes do not load the engine.
 
-``/ready`` probes the engine at most once per ``inference.health_cache_secs``. ``/ready/all`` probes
+``/ready`` probes the engine at most once per ``inference.health_cache_secs`` and lists the components
+that sanitation's supervisor marked degraded (:attr:`HealthProbe.degraded`). ``/ready/all`` probes
 every service (some of them outbound: the messenger's API, the IMAP server, the calendar, the
 weather service) at most once per ``server.readiness_cache_secs`` for all clients together: the
 probes of one round run concurrently, and requests that arrive while a round runs wait for it
@@ -50,6 +51,18 @@ class HealthProbe:
         self._all: tuple[float, dict[str, ServiceHealth]] | None = None
         self._all_lock = threading.Lock()
         self.rounds = 0  # probe rounds run by ``all`` (the cache's misses)
+        # component -> reason, for ``/ready`` (build_services sets it to the sanitation supervisor's
+        # ``degraded``: components that still failed after their restarts with backoff)
+        self.degraded: Callable[[], dict[str, str]] | None = None
+
+    def degraded_components(self) -> dict[str, str]:
+        """The degraded components with their reasons ({} when none, or when nobody supervises)."""
+        if self.degraded is None:
+            return {}
+        try:
+            return {str(k): str(v) for k, v in self.degraded().items()}
+        except Exception as exc:  # readiness never fails on its reporter
+            return {"supervisor": f"unreadable: {type(exc).__name__}: {exc}"[:300]}
 
     def all(self, probes: Mapping[str, Callable[[], ServiceHealth]]) -> dict[str, ServiceHealth]:
         """Every probe's result, run concurrently at most once per ``all_cache_secs``."""

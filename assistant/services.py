@@ -44,8 +44,10 @@ from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
 from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.ratelimit import RateLimiter
+from assistant.sanitation.anomalies import AnomalyMonitor
 from assistant.sanitation.build import build_sanitation
 from assistant.sanitation.service import SanitationService
+from assistant.sanitation.supervisor import ComponentSupervisor
 from assistant.security import KeyStore
 from assistant.snippets import SnippetStore
 from assistant.storage.analytics import Analytics
@@ -91,6 +93,7 @@ class Services:
     dream: DreamService | None = None  # while [dream] enabled and the memory store on
     defence: Detector = field(default_factory=NoDefence)  # the prompt-injection defence ([defence])
     sanitation: SanitationService | None = None  # while [sanitation] enabled and the memory store on
+    supervisor: ComponentSupervisor | None = None  # restarts failing components (sanitation's anomalies)
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     started_at: float = field(default_factory=time.time)
@@ -207,6 +210,29 @@ def key_path(settings: Settings) -> Path:
     return path if path.is_absolute() else settings.data_dir / path
 
 
+def supervise(services: Services) -> None:
+    """Sanitation's anomaly watch: a supervisor that restarts the engine, the embedder and the voice
+    bus with backoff (then marks them degraded in /ready), fed by the request window of the metrics."""
+    settings = services.settings.sanitation
+    supervisor = ComponentSupervisor(settings.max_restart_count, settings.restart_backoff_base_secs)
+    supervisor.register("engine", services.queue.restart)
+    embedder = services.memory.embedder if services.memory is not None else None
+    if callable(getattr(embedder, "reload", None)):
+        supervisor.register("embedder", embedder.reload)
+    voice = services.voice
+    if voice is not None:
+        def restart_bus() -> None:
+            if voice.bus is None:
+                raise RuntimeError("the voice pipeline is not running")
+            voice.bus.stop()
+            voice.bus.start()
+        supervisor.register("bus", restart_bus)
+    services.supervisor = supervisor
+    services.probe.degraded = supervisor.degraded
+    if services.sanitation is not None:
+        services.sanitation.deps.anomalies = AnomalyMonitor(services.metrics.window, settings, supervisor)
+
+
 def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
                    embedder: Embedder | None = None) -> Services:
     """Open storage under the data directory and build every part from ``settings``.
@@ -284,10 +310,13 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     )
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
-    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
     services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,
                                                              conversations)
-    chat.defence = services.defence
+    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat, services.sanitation)
+    chat.defence, chat.neutralise = services.defence, settings.defence.neutralise
+    if services.agentic is not None:
+        services.agentic.defence = services.defence
+    supervise(services)
     if services.dream is not None:
         metrics.dream = services.dream.counters.snapshot
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)

@@ -29,12 +29,15 @@ async def health() -> Liveness:
 def ready(services: ServicesDep) -> JSONResponse:
     """200 `{status: "ready"}` when the inference engine answers; 503 `{status: "unavailable"}` with
     `inference.detail` naming the cause (model not installed, engine unreachable) otherwise.
-    The probe result is cached for `inference.health_cache_secs` (5 s)."""
+    The probe result is cached for `inference.health_cache_secs` (5 s). `degraded` names the
+    components that sanitation restarted `max_restart_count` times without recovery, with the
+    reason (`{}` when none); it is reported in the body only and does not change the status code."""
     h = services.probe.inference()
     services.metrics.inference_healthy = h.healthy
     body = Readiness(
         status="ready" if h.healthy else "unavailable",
         inference={"healthy": h.healthy, "model": h.model, "latency_ms": h.latency_ms, "detail": h.detail or None},
+        degraded=services.probe.degraded_components(),
     )
     return JSONResponse(body.model_dump(), status_code=200 if h.healthy else 503)
 

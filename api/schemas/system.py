@@ -15,6 +15,10 @@ class InferenceReadiness(BaseModel):
 class Readiness(BaseModel):
     status: str
     inference: InferenceReadiness
+    degraded: dict[str, str] = Field(
+        default_factory=dict, description="Components (`engine`, `embedder`, `bus`) that still failed after "
+        "sanitation restarted them `max_restart_count` times with backoff, each with the reason; {} when none. "
+        "They do not change the status code, which stays the engine's readiness")
 
 
 class ServiceState(BaseModel):

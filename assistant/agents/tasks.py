@@ -50,6 +50,8 @@ from assistant.agents.task_store import (
 from assistant.chat.tool_loop import ToolLoop
 from assistant.config import AgenticSettings, InferenceSettings, Settings, ToolCallingSettings
 from assistant.crypto import Sealer
+from assistant.defence.types import Detector, NoDefence
+from assistant.defence.wrap import PromptGuard
 from assistant.errors import ConflictError, ServiceUnavailableError, ValidationFailed
 from assistant.llm.base import ChatMessage, GenerationOptions
 from assistant.llm.queue import InferenceQueue
@@ -108,6 +110,7 @@ class AgenticService:
         self.profiles = profiles
         self.planner_max_tokens = planner_max_tokens
         self.selector = selector
+        self.defence: Detector = NoDefence()  # sub-agents' tool results are fenced as data (build_services)
         self._runs: dict[str, _Run] = {}
         self._subscribers: dict[str, set[asyncio.Queue[TaskEvent]]] = {}
 
@@ -415,7 +418,7 @@ class AgenticService:
         # turns); the loop's timeouts are set past it so they never cut a sub-agent short first.
         loop_settings = self.tool_settings.model_copy(
             update={"total_timeout_secs": seconds + 5, "iteration_timeout_secs": seconds + 5})
-        loop = ToolLoop(self.queue, registry, loop_settings)
+        loop = ToolLoop(self.queue, registry, loop_settings, guard=PromptGuard(self.defence, user_id))
         return await loop.run([ChatMessage("system", system), ChatMessage("user", prompt)], base,
                               self._context(user_id), enabled)
 

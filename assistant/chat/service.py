@@ -25,6 +25,17 @@ some of the primary profile's skills name registered tools, only those tools; ot
 narrowed to the ones the message is about only with ``[tool_calling] selection = "auto"``.
 A request resolves its profiles once (:meth:`ChatService.resolve_profiles`, one store query) into
 one :class:`ProfileApplication` that validation, the prompt, the options and the tools all read.
+
+The prompt-injection defence (``defence``, a :class:`~assistant.defence.types.Detector`; build_services
+sets it, :class:`NoDefence` by default) acts through one :class:`~assistant.defence.wrap.PromptGuard`
+per request. The user's message is inspected and never blocked. Retrieved memories (each inspected
+once, verdicts cached by user, memory id and content hash), surfaced dream insights and every tool
+result reach the model fenced as data with the flagged spans neutralised, and the system prompt then
+carries :data:`~assistant.defence.wrap.DATA_RULE`. Once anything flagged was seen in the turn, memory
+writes by tools are refused (:mod:`assistant.chat.tool_loop`), and the exchange is not learned
+(:func:`assistant.memory.learning.learning_refusal`). What was flagged outside a tool is recorded with
+the reply's tool runs as a ``(defence)`` run (:mod:`assistant.chat.tool_runs`), and the turn's summary
+is the reply's ``defence``.
 """
 
 from __future__ import annotations
@@ -43,13 +54,16 @@ import numpy as np
 from assistant.agents.profiles import ProfileApplication, ProfileStore
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.conversations import ConversationStore
-from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop
-from assistant.chat.tool_runs import ToolRun, ToolRunStore
+from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop, ToolRecord
+from assistant.chat.tool_runs import DEFENCE_TOOL, ToolRun, ToolRunStore
 from assistant.config import InferenceSettings, MemorySettings, ToolCallingSettings
+from assistant.defence.types import Detector, NoDefence, Source
+from assistant.defence.wrap import DATA_RULE, Inspected, PromptGuard, VerdictCache, neutralised
 from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.guarded import EmbedderUnavailable
-from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage
+from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall
 from assistant.llm.queue import InferenceQueue
+from assistant.memory.learning import learning_refusal
 from assistant.memory.scoring import CONTEXT_BUDGET_CHARS, PREAMBLE
 from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
@@ -85,6 +99,7 @@ class ChatReply:
     role: str = "assistant"
     finish_reason: str = "stop"
     tool_runs: tuple[ToolRun, ...] = ()
+    defence: dict[str, Any] | None = None  # the turn's defence summary (ChatService._defence_summary)
 
 
 class ChatEventType(StrEnum):
@@ -107,6 +122,7 @@ class DoneEvent:
     finish_reason: str
     created_at: str
     tool_runs: tuple[ToolRun, ...] = ()
+    defence: dict[str, Any] | None = None
     type: ChatEventType = field(default=ChatEventType.DONE, init=False)
 
 
@@ -148,6 +164,11 @@ class ChatService:
         # context of confirmed insights: (user, message, query vector, characters left) -> text.
         self.activity: Callable[[str], None] | None = None
         self.surfacing: Callable[[str, str, np.ndarray | None, int], str] | None = None
+        # The prompt-injection defence (build_services sets it from [defence]); ``neutralise`` is
+        # [defence] neutralise; memory verdicts are cached across requests.
+        self.defence: Detector = NoDefence()
+        self.neutralise = True
+        self.memory_verdicts = VerdictCache()
 
     @property
     def tool_names(self) -> list[str]:
@@ -206,14 +227,19 @@ class ChatService:
                                          registered_tools=self.tool_names)
 
     def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "",
-                separate_context: bool = False, profiles: ProfileApplication | None = None) -> list[ChatMessage]:
+                separate_context: bool = False, profiles: ProfileApplication | None = None,
+                data_rule: bool = False) -> list[ChatMessage]:
         """System prompt (+ profiles, + memories), history, the message. With ``separate_context``
         the memories are a second system message: chat templates put the tool list right after the
         first one, so the long prefix of system prompt and tools stays the same from request to
-        request and is served from llama.cpp's KV cache instead of being evaluated again."""
+        request and is served from llama.cpp's KV cache instead of being evaluated again. With
+        ``data_rule`` (fenced memories follow) :data:`DATA_RULE` precedes the memories; the tool loop
+        adds it the same way when the first fenced tool result reaches the prompt."""
         system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
         if profiles is not None and profiles.system:
             system = "\n\n".join(part for part in (system, profiles.system) if part)
+        if data_rule:  # fenced data (memories, tool results) may follow: it never carries instructions
+            memory_context = "\n\n".join(part for part in (DATA_RULE, memory_context) if part)
         if separate_context:
             messages = [ChatMessage("system", part) for part in (system, memory_context) if part]
         else:
@@ -251,16 +277,20 @@ class ChatService:
         learn = memory_on and self.memory_settings.enable_learning and request.learn
         query_vector = None
         context = ""
+        guard = PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
+        await asyncio.to_thread(guard.inspect, request.message, Source.USER, "user message")
         try:
             if retrieve or learn:
                 query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
             if retrieve:
-                context, _ = await asyncio.to_thread(
+                context, used = await asyncio.to_thread(
                     self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
                 )
+                left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
+                context = await asyncio.to_thread(self._memory_block, guard, used) if context else ""
                 if self.surfacing is not None:
-                    left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
                     extra = await asyncio.to_thread(self.surfacing, str(user_id), request.message, query_vector, left)
+                    extra = await asyncio.to_thread(self._insight_block, guard, extra) if extra else ""
                     context = "\n\n".join(part for part in (context, extra) if part)
             enabled = self.offered_tools(request, profiles.tools, query_vector)
         except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
@@ -269,7 +299,9 @@ class ChatService:
             enabled = (request.enabled_tools or profiles.tools or tuple(self.tool_names)) \
                 if self.uses_tools(request) else None
         use_tools = enabled is not None
-        messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles)
+        before_tools = list(guard.seen)
+        messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles,
+                                data_rule=bool(context))
         options = self._options(request, profiles)
         start = time.perf_counter()
         parts: list[str] = []
@@ -281,7 +313,7 @@ class ChatService:
         try:
             if use_tools:
                 gate = self.approvals.gate(user_id, conversation_id, reply_id) if self.approvals is not None else None
-                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate)
+                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate, guard=guard)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, enabled):
                     if event.type is LoopEventType.MESSAGE_DELTA:
@@ -323,8 +355,13 @@ class ChatService:
             completion_tokens=finished.usage.completion,
         )
         runs: tuple[ToolRun, ...] = ()
-        if loop_result is not None and loop_result.records and self.tool_runs is not None:
-            runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, loop_result.records))
+        records = _flagged_records(before_tools) + (loop_result.records if loop_result is not None else [])
+        if records and self.tool_runs is not None:
+            runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, records))
+        refusal = learning_refusal(bool(guard.flagged(indirect=False)), bool(guard.flagged(indirect=True)))
+        if learn and refusal is not None:
+            log.info("nothing learned from this exchange: %s", refusal)
+            learn = False
         if learn:
             try:
                 await asyncio.to_thread(
@@ -334,7 +371,8 @@ class ChatService:
             except EmbedderUnavailable as exc:  # the exchange is stored; only the learning is skipped
                 log.warning("nothing learned from this exchange: %s", exc.message)
         yield DoneEvent(
-            finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs
+            finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs,
+            _defence_summary(guard, refusal),
         )
 
     async def chat(self, user_id: UUID | str, request: ChatRequest) -> ChatReply:
@@ -353,5 +391,49 @@ class ChatService:
             created_at=done.created_at,
             finish_reason=done.finish_reason,
             tool_runs=done.tool_runs,
+            defence=done.defence,
         )
+
+    def _memory_block(self, guard: PromptGuard, used: list) -> str:
+        """The retrieved memories as the prompt sees them: the preamble, then the memories (one
+        line each, flagged spans neutralised) in one data fence. Each memory is inspected once; its
+        verdict is cached by (user, memory id, content hash)."""
+        lines = []
+        for scored in used:
+            memory = scored.memory
+            verdict = guard.inspect(memory.content, Source.MEMORY, "remembered fact", memory.id, memory.id)
+            text = neutralised(memory.content, verdict) if guard.neutralise else memory.content
+            lines.append("- " + " ".join(text.split()))
+        return f"{PREAMBLE}\n" + guard.data("\n".join(lines), None, "remembered facts about the user")
+
+    @staticmethod
+    def _insight_block(guard: PromptGuard, extra: str) -> str:
+        """Surfaced dream insights: their header line, then the insights fenced as data."""
+        header, _, body = extra.partition("\n")
+        if not body:
+            return extra
+        fenced, _ = guard.wrap(body, Source.MEMORY, "insights the user confirmed")
+        return f"{header}\n{fenced}"
+
+
+def _flagged_records(before_tools: list[Inspected]) -> list[ToolRecord]:
+    """What the defence flagged before the tool loop (the user's message, a memory, an insight), as
+    ``(defence)`` runs of iteration 0, so that they are kept with the reply's tool runs."""
+    flagged = [i for i in before_tools if i.verdict.flagged]
+    return [ToolRecord(0, ToolCall(f"defence_{n}", DEFENCE_TOOL, {"source": i.source.value, "label": i.label,
+                                                                   "ref": i.ref}),
+                       None, None, 0.0, "flagged", i.verdict) for n, i in enumerate(flagged)]
+
+
+def _defence_summary(guard: PromptGuard, learning_refused: str | None) -> dict[str, Any]:
+    """The turn's defence in one object: whether anything was flagged, the verdict on the user's
+    message, the flagged indirect texts, how many texts were inspected and why nothing was learned."""
+    user = next((i for i in guard.seen if i.source is Source.USER), None)
+    return {
+        "flagged": bool(guard.flagged()),
+        "user": user.verdict.as_dict() if user is not None else None,
+        "indirect": [i.as_dict() for i in guard.flagged(indirect=True)],
+        "inspected": len(guard.seen),
+        "learning_refused": learning_refused,
+    }
 

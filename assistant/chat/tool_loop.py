@@ -9,6 +9,11 @@ results are appended as tool-role messages; the loop repeats until the model ans
 model is told that the call waits for approval. Without a gate (a run nobody can approve, such as
 an agentic sub-agent) such a call is refused as an error. The decision's outcome reaches the model
 in the conversation's next turn (see :mod:`assistant.chat.approvals`).
+With a :class:`~assistant.defence.wrap.PromptGuard` (chat's), the result of every tool that ran is
+inspected once (its source by tool name: :data:`TOOL_SOURCES`), kept with its verdict in the
+``ToolRecord`` and reaches the model fenced as data with the flagged spans neutralised; once anything
+flagged was seen in the turn (the user's message, a memory, a result), calls of
+:data:`PERSISTENT_WRITES` are refused (status ``refused``) with a tool-role message saying why.
 A malformed call, an unknown or disabled tool, bad arguments and a tool that raises are reported
 back to the model as that call's result; they never fail the request. Every step is an event
 (``LoopEvent``) given to ``on_event``; every tool run is kept as a ``ToolRecord``.
@@ -26,6 +31,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from assistant.config import ToolCallingSettings
+from assistant.defence.types import Source, Verdict
+from assistant.defence.wrap import DATA_RULE, PromptGuard
 from assistant.errors import ServiceUnavailableError
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall, ToolCalls
 from assistant.llm.queue import InferenceQueue
@@ -33,6 +40,11 @@ from assistant.llm.tool_format import ANSWER, CALL, UNDECIDED, classify_start, p
 from assistant.tools.base import ToolContext, ToolError, ToolRegistry
 
 MAX_RESULT_CHARS = 4000
+# Tools whose writes the model would later read back as trusted context (a memory is "a known fact"):
+# refused in a turn where something flagged was seen. No tool writes agent profiles or snippets.
+PERSISTENT_WRITES = frozenset({"store_memory"})
+# Where a tool's result comes from, for the detector (anything else: a plain tool result).
+TOOL_SOURCES = {"search_emails": Source.EMAIL, "search_web": Source.WEB, "recall_memory": Source.MEMORY}
 ANSWER_NOW = "Answer my question now, in plain words, using the tool results above."
 MALFORMED_FEEDBACK = (
     "Your last reply looked like a tool call but it is not valid JSON of the form "
@@ -108,7 +120,8 @@ class ToolRecord:
     result: Any
     error: str | None
     duration_ms: float
-    status: str = "ok"  # ok | error | approval_required
+    status: str = "ok"  # ok | error | approval_required | refused
+    verdict: Verdict | None = None  # the defence's verdict on the result (None: not inspected)
 
 
 @dataclass(frozen=True)
@@ -158,8 +171,10 @@ class ToolLoop:
         on_event: Callable[[LoopEvent], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         approvals: ApprovalGate | None = None,
+        guard: PromptGuard | None = None,
     ):
         self.approvals = approvals
+        self.guard = guard
         self.queue = queue
         self.registry = registry
         self.settings = settings
@@ -303,7 +318,11 @@ class ToolLoop:
                 yield event
             for record in records:
                 payload = {"error": record.error} if record.error else {"result": record.result}
-                messages.append(ChatMessage("tool", _dump(payload), tool_call_id=record.call.id, name=record.call.name))
+                text = _dump(payload)
+                if record.verdict is not None and self.guard is not None:
+                    text = self.guard.data(text, record.verdict, _label(record.call.name))
+                    with_data_rule(messages)
+                messages.append(ChatMessage("tool", text, tool_call_id=record.call.id, name=record.call.name))
             result.records.extend(records)
         else:
             result.finish_reason = "max_iterations"
@@ -339,12 +358,16 @@ class ToolLoop:
             value: Any = None
             error: str | None = None
             status = "ok"
+            ran = False  # the tool itself ran: what came back is outside content
             tool = self.registry.get(call.name)
+            locked = self.guard.locked if self.guard is not None and call.name in PERSISTENT_WRITES else None
             if tool is None or call.name not in allowed:
                 known = ", ".join(sorted(allowed)) or "none"
                 error = f"unknown or disabled tool {call.name!r}; available: {known}"
             elif "_unparsed" in call.arguments:
                 error = f"the arguments of {call.name} are not valid JSON: {str(call.arguments['_unparsed'])[:200]}"
+            elif locked is not None:
+                error, status = f"{call.name} did not run: {locked}", "refused"
             elif call.name in gated:
                 try:
                     tool.validate(call.arguments)  # an approver approves a call that can run
@@ -367,6 +390,7 @@ class ToolLoop:
                          arguments=call.arguments)
             else:
                 timeout = max(min(s.iteration_timeout_secs, deadline - self.clock()), 0.001)
+                ran = True
                 try:
                     value = await asyncio.wait_for(asyncio.to_thread(tool, context, call.arguments), timeout)
                 except TimeoutError:
@@ -375,11 +399,16 @@ class ToolLoop:
                     error = str(exc)
                 except Exception as exc:  # a failing tool is the model's information, not a crash
                     error = f"{call.name} failed: {type(exc).__name__}: {exc}"
-            if error is not None:
+            if error is not None and status != "refused":
                 status = "error"
-            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status)
+            verdict = None
+            if ran and self.guard is not None:
+                seen = _dump({"error": error} if error else {"result": value})
+                verdict = await asyncio.to_thread(self.guard.inspect, seen, tool_source(call.name), _label(call.name),
+                                                  call.id)
+            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status, verdict)
             emit(LoopEventType.TOOL_END, id=call.id, name=call.name, result=value, error=error,
-                 duration_ms=round(record.duration_ms, 3))
+                 duration_ms=round(record.duration_ms, 3), defence=verdict.as_dict() if verdict else None)
             return record
 
         async def run_all() -> list[ToolRecord]:
@@ -406,6 +435,25 @@ def _repeats(call: ToolCall, earlier: ToolCall) -> bool:
     a, b = call.arguments, earlier.arguments
     smaller, larger = (a, b) if len(a) <= len(b) else (b, a)
     return all(key in larger and larger[key] == value for key, value in smaller.items())
+
+
+def with_data_rule(messages: list[ChatMessage]) -> None:
+    """Make sure a system message tells the model that fenced data carries no instructions: when
+    none does yet, :data:`DATA_RULE` becomes a system message after the leading ones (the first
+    system message, where templates put the tool list, stays the same: its KV cache is reused)."""
+    if any(m.role == "system" and DATA_RULE in m.content for m in messages):
+        return
+    at = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    messages.insert(at, ChatMessage("system", DATA_RULE))
+
+
+def tool_source(name: str) -> Source:
+    """The source of a tool's result: :data:`TOOL_SOURCES`, any other mail tool an e-mail, else a tool result."""
+    return TOOL_SOURCES.get(name) or (Source.EMAIL if "email" in name else Source.TOOL_RESULT)
+
+
+def _label(name: str) -> str:
+    return f"result of the tool {name}"
 
 
 def _dump(payload: Any) -> str:

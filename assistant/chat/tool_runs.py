@@ -2,6 +2,14 @@
 
 Kept per reply message so an answer can be explained later (``GET /v1/tools/runs``). Arguments and
 results are the user's data (a contact, an e-mail, a place): they are sealed like chat messages.
+
+The defence's verdict on a run's result (``ToolRecord.verdict``; ``ToolRun.defence``, its
+``as_dict()``) is kept without a schema change: a run with a verdict seals
+``{"__defence__": 1, "result": ..., "defence": {...}}`` in ``result_sealed`` instead of the bare
+result; reading unwraps it (rows written before have no verdict). The chat service records what the
+defence flagged outside any tool (the user's message, a retrieved memory) as a run of the pseudo-tool
+:data:`DEFENCE_TOOL` (iteration 0, status ``flagged``; like the loop's ``(malformed call)``), so the
+explanation of an answer lists it with its tool runs.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from assistant.crypto import SealContext, Sealer
 from assistant.storage.db import Database
 
 MAX_STORED_CHARS = 20_000
+ENVELOPE = "__defence__"
+DEFENCE_TOOL = "(defence)"
 
 
 @dataclass(frozen=True)
@@ -27,12 +37,13 @@ class ToolRun:
     message_id: str
     iteration: int
     tool: str
-    status: str  # ok | error | approval_required
+    status: str  # ok | error | approval_required | refused | flagged (a DEFENCE_TOOL record)
     arguments: dict[str, Any]
     result: Any
     error: str | None
     duration_ms: float
     created_at: str
+    defence: dict[str, Any] | None = None  # the defence's verdict on the result (Verdict.as_dict())
 
 
 def _dump(value: Any) -> str:
@@ -44,6 +55,13 @@ class ToolRunStore:
     def __init__(self, db: Database, sealer: Sealer | None = None):
         self.db = db
         self.sealer = sealer or Sealer(None)
+
+    def _result(self, row: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        """The stored result and the defence's verdict on it (see the module docstring)."""
+        value = self._open(row, "result_sealed")
+        if isinstance(value, dict) and value.get(ENVELOPE) == 1 and "defence" in value:
+            return value.get("result"), value["defence"]
+        return value, None
 
     def _open(self, row: dict[str, Any], column: str) -> Any:
         value = row[column]
@@ -58,16 +76,21 @@ class ToolRunStore:
         runs = []
         with self.db.transaction() as db:
             for position, r in enumerate(records):
+                defence = r.verdict.as_dict() if r.verdict is not None else None
                 run = ToolRun(str(uuid4()), conversation_id, message_id, r.iteration, r.call.name, r.status,
-                              r.call.arguments, r.result, r.error, round(r.duration_ms, 3), now)
+                              r.call.arguments, r.result, r.error, round(r.duration_ms, 3), now, defence)
+                stored = None if r.result is None else _dump(r.result)
+                if defence is not None:  # the verdict survives a truncated result
+                    result = None if stored is None else json.loads(stored)
+                    stored = json.dumps({ENVELOPE: 1, "result": result, "defence": defence}, ensure_ascii=False)
                 db.execute(
                     "INSERT INTO tool_runs (id, user_id, conversation_id, message_id, iteration, position, tool, "
                     "status, arguments_sealed, result_sealed, error, duration_ms, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run.id, user, conversation_id, message_id, run.iteration, position, run.tool, run.status,
                      self.sealer.seal(_dump(run.arguments), SealContext("tool_runs", "arguments_sealed", run.id, user)),
-                     None if r.result is None else self.sealer.seal(
-                         _dump(r.result), SealContext("tool_runs", "result_sealed", run.id, user)),
+                     None if stored is None else self.sealer.seal(
+                         stored, SealContext("tool_runs", "result_sealed", run.id, user)),
                      run.error, run.duration_ms, now),
                 )
                 runs.append(run)
@@ -88,9 +111,10 @@ class ToolRunStore:
             "ORDER BY created_at DESC, message_id, iteration, position LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
-        return [
-            ToolRun(r["id"], r["conversation_id"], r["message_id"], r["iteration"], r["tool"], r["status"],
-                    self._open(r, "arguments_sealed"), self._open(r, "result_sealed"), r["error"],
-                    r["duration_ms"], r["created_at"])
-            for r in rows
-        ]
+        runs = []
+        for r in rows:
+            result, defence = self._result(r)
+            runs.append(ToolRun(r["id"], r["conversation_id"], r["message_id"], r["iteration"], r["tool"], r["status"],
+                                self._open(r, "arguments_sealed"), result, r["error"], r["duration_ms"],
+                                r["created_at"], defence))
+        return runs

@@ -73,6 +73,12 @@ class SentenceTransformerEmbedder:
                 self._model, "get_embedding_dimension") else int(self._model.get_sentence_embedding_dimension())
         return self._model
 
+    def reload(self) -> None:
+        """Drop the loaded model (sanitation's supervisor restarting the embedder): the next call
+        loads it again from the packaged files."""
+        with self._lock:
+            self._model = None
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)

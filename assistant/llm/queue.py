@@ -190,6 +190,16 @@ class InferenceQueue:
         self.hung = False
         self._lock.release()
 
+    def restart(self) -> None:
+        """What sanitation's supervisor does for a failing engine: close the breaker so requests
+        flow again. Refused while a generation hangs past its deadline: the model is not safe to
+        run twice at once, and the hung thread cannot be killed (the component ends degraded)."""
+        if self.hung:
+            raise RuntimeError("a generation is still running past its deadline; the engine cannot be "
+                               "restarted under it")
+        if self.breaker is not None:
+            self.breaker.reset()
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 

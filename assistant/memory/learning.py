@@ -4,6 +4,12 @@ Score = 0.30 base + cue bonuses (naming the assistant +0.40, identity +0.35, cor
 preference +0.25) + a word-count adjustment (-0.10 under 4 words, +0.05 from 20 words, +0.10 from
 50), clamped to [0.2, 0.9]. Type priority: naming the assistant -> Fact, then Correction, then
 Preference, then identity/fact -> Fact, else Context.
+
+An exchange the prompt-injection defence flagged — the user's message, or indirect content (a tool
+result, a memory, a web page) the reply was built on in that turn — is not learned at all
+(:func:`learning_refusal`): storing it as Context with a tag would still put the text back into
+later prompts (retrieval does not filter by type), and a later merge could promote it to a Fact or
+Correction; the exchange itself stays in its conversation, and the verdict is kept with its tool runs.
 """
 
 from __future__ import annotations
@@ -77,3 +83,12 @@ def score_exchange(user_message: str, reply: str = "") -> LearnedScore:
     raw = BASE_SCORE + sum(BONUS[c] for c in cues) + word_count_adjustment(words)
     importance = round(min(max(raw, CLAMP[0]), CLAMP[1]), 4)
     return LearnedScore(importance, classify(cues), cues, words)
+
+
+def learning_refusal(user_flagged: bool, indirect_flagged: bool) -> str | None:
+    """Why an exchange must not be learned (see the module docstring), or None when it may."""
+    if user_flagged:
+        return "the user's message was flagged as a possible prompt injection"
+    if indirect_flagged:
+        return "the reply was built on content flagged as a possible prompt injection"
+    return None

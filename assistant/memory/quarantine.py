@@ -8,10 +8,12 @@ knowledge graph takes its facts back. A purge deletes it for good; the caller ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from assistant.clock import iso_at
 from assistant.errors import ConflictError
+from assistant.memory.records import MAX_TAGS, sealed_at
 from assistant.memory.store import MemoryStore
 from assistant.memory.types import Memory, MemoryType
 from assistant.storage.db import Database
@@ -43,11 +45,13 @@ def restore(store: MemoryStore, user_id: str, memory_id: str) -> Memory:
 
 
 def expired(store: MemoryStore, user_id: str, now: float, ttl_days: float) -> list[dict]:
-    """Quarantined memories of the user older than ``ttl_days`` (id, rowid, quarantined_at, reason)."""
+    """Quarantined memories of the user older than ``ttl_days``: id, rowid, quarantined_at and the
+    reason (opened: the caller seals it again for the tombstone)."""
     cutoff = iso_at(now - ttl_days * 86_400.0)
-    return store.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE user_id = ? AND "
-                          "memory_type = ? AND quarantined_at IS NOT NULL AND quarantined_at < ? ORDER BY rowid",
-                          (str(user_id), QUARANTINED, cutoff))
+    rows = store.db.query("SELECT id, user_id, rowid, quarantined_at, quarantine_reason FROM memories WHERE "
+                          "user_id = ? AND memory_type = ? AND quarantined_at IS NOT NULL AND quarantined_at < ? "
+                          "ORDER BY rowid", (str(user_id), QUARANTINED, cutoff))
+    return [{**r, "quarantine_reason": store.open_reason(r)} for r in rows]
 
 
 def purge(db: Database, rows: Sequence[dict]) -> list[int]:
@@ -59,3 +63,37 @@ def purge(db: Database, rows: Sequence[dict]) -> list[int]:
         marks = ",".join("?" * len(rowids))
         db.execute(f"DELETE FROM memories WHERE rowid IN ({marks})", rowids)
     return rowids
+
+
+def set_aside(db: Database, store: MemoryStore, user_id: str, items: Sequence[tuple[str, int, str, str, str]],
+              when: float) -> list[str]:
+    """Quarantine many memories inside the caller's transaction, telling no listener (the caller
+    withdraws them from the graph in the same transaction and tells the rest after commit).
+    ``items``: (id, rowid, the type and ``updated_at`` the caller judged, reason); a memory that
+    changed since (deleted, restored, quarantined, merged with new text) is left alone. Reasons are
+    sealed like the memory's text. Returns the ids quarantined."""
+    done: list[str] = []
+    stamp = iso_at(when)
+    for memory_id, rowid, seen, updated, reason in items:
+        sealed = store.seal_reason({"id": memory_id, "user_id": str(user_id)}, reason)
+        rows = db.query("UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
+                        "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ? AND id = ? AND "
+                        "memory_type = ? AND memory_type <> ? AND updated_at IS ? RETURNING id",
+                        (QUARANTINED, stamp, sealed, int(rowid), memory_id, seen, QUARANTINED, updated))
+        done += [r["id"] for r in rows]
+    return done
+
+
+def add_tag(db: Database, store: MemoryStore, user_id: str, memory_id: str, tag: str) -> bool:
+    """Add ``tag`` to a memory inside the caller's transaction (tags are sealed: opened, extended,
+    sealed again); False when the memory is gone, already has it, or has ``MAX_TAGS`` tags."""
+    row = db.one("SELECT rowid, id, user_id, tags FROM memories WHERE id = ? AND user_id = ?",
+                 (str(memory_id), str(user_id)))
+    if row is None:
+        return False
+    tags = json.loads(store._open(row, "tags"))
+    if tag in tags or len(tags) >= MAX_TAGS:
+        return False
+    sealed = store.sealer.seal(json.dumps([*tags, tag]), sealed_at("tags", row["id"], row["user_id"]))
+    db.execute("UPDATE memories SET tags = ? WHERE rowid = ?", (sealed, row["rowid"]))
+    return True

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,46 @@ def status_class(status_code: int) -> str:
     return "success"
 
 
+@dataclass(frozen=True)
+class RequestSample:
+    ts: float  # the metrics clock (monotonic) when the request finished
+    path: str
+    latency_ms: float
+    status: int
+
+
+class RequestWindow:
+    """The last requests, bounded by count and by age: what the anomaly monitor
+    (:mod:`assistant.sanitation.anomalies`) reads for latency spikes and error-rate surges. The
+    counters above are totals since start; this keeps the recent samples with their route."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, max_samples: int = 20_000,
+                 horizon_secs: float = 3600.0):
+        self._clock = clock
+        self.horizon_secs = float(horizon_secs)
+        self._samples: deque[RequestSample] = deque(maxlen=max(1, int(max_samples)))
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self._clock()
+
+    def record(self, path: str, status: int, latency_ms: float) -> None:
+        now = self._clock()
+        with self._lock:
+            self._samples.append(RequestSample(now, path, float(latency_ms), int(status)))
+            self._expire(now)
+
+    def since(self, start: float) -> list[RequestSample]:
+        """The samples that finished at or after ``start`` (clock time), oldest first."""
+        with self._lock:
+            self._expire(self._clock())
+            return [s for s in self._samples if s.ts >= start]
+
+    def _expire(self, now: float) -> None:
+        while self._samples and self._samples[0].ts < now - self.horizon_secs:
+            self._samples.popleft()
+
+
 class Metrics:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
@@ -107,6 +148,7 @@ class Metrics:
         self._lock = threading.Lock()
         self.requests = dict.fromkeys(STATUS_CLASSES, 0)
         self.active_requests = 0
+        self.window = RequestWindow(clock)  # recent requests with their route (anomaly detection)
         self.response_time_sum_ms = 0.0
         self.inference_total = 0
         self.inference_success = 0
@@ -135,11 +177,13 @@ class Metrics:
         with self._lock:
             self.active_requests += 1
 
-    def request_finished(self, status_code: int, duration_ms: float) -> None:
+    def request_finished(self, status_code: int, duration_ms: float, path: str | None = None) -> None:
         with self._lock:
             self.active_requests -= 1
             self.requests[status_class(status_code)] += 1
             self.response_time_sum_ms += duration_ms
+        if path is not None:
+            self.window.record(path, status_code, duration_ms)
 
     def observe_inference(self, duration_ms: float, tokens: int, ok: bool) -> None:
         with self._lock:

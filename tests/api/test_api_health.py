@@ -141,3 +141,28 @@ def test_ready_all_shows_an_open_breaker(make_settings, make_services, make_clie
     services.breakers.get("inference").record_failure(RuntimeError("boom"))
     body = client.get("/ready/all").json()  # the probe is cached; the breaker state is read fresh
     assert body["services"]["inference"]["circuit"] == "open"
+
+
+def test_ready_lists_degraded_components_without_changing_the_status(client, services) -> None:
+    from assistant.sanitation.supervisor import ComponentSupervisor
+
+    assert client.get("/ready").json()["degraded"] == {}
+    supervisor = ComponentSupervisor(max_restart_count=0)
+    supervisor.register("embedder", lambda: None)
+    supervisor.restart("embedder")  # no restarts allowed: degraded at once
+    services.probe.degraded = supervisor.degraded
+    response = client.get("/ready")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["degraded"] == {"embedder": "still failing after 0 restarts"}
+
+
+def test_ready_survives_a_broken_supervisor(client, services) -> None:
+    def broken() -> dict[str, str]:
+        raise RuntimeError("boom")
+
+    services.probe.degraded = broken
+    response = client.get("/ready")
+    assert response.status_code == 200
+    assert response.json()["degraded"] == {"supervisor": "unreadable: RuntimeError: boom"}

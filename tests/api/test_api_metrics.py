@@ -219,3 +219,11 @@ def test_the_dream_counters_count_a_session(client, auth, services, monkeypatch)
     assert samples[("assistant_dream_memories_archived_total", ())] == 3 * cycles
     assert samples[("assistant_dream_llm_calls_total", ())] == 2 * cycles
     assert samples[("assistant_dream_duration_seconds_total", ())] > 0
+
+
+def test_requests_are_windowed_with_their_route_for_anomaly_detection(client, services, auth) -> None:
+    client.get("/v1/tools", headers=auth)
+    client.get("/v1/memories/does-not-exist", headers=auth)
+    samples = {(s.path, s.status) for s in services.metrics.window.since(0)}
+    assert ("/v1/tools", 200) in samples
+    assert any(path == "/v1/memories/does-not-exist" and status >= 400 for path, status in samples)

@@ -1,0 +1,67 @@
+"""Memory hygiene: which of the user's memories a run looks at, in batches, and the verdicts that
+need no other memory (``poisoned``: the injection defence flags it; ``stale``: a plan whose time has
+passed, :mod:`assistant.sanitation.stale`). ``contradicted`` compares memories with each other and
+lives in :mod:`assistant.sanitation.contradictions`.
+
+Everything here reads: the run applies the verdicts later, in its one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from assistant.defence.types import Source
+from assistant.memory.types import Memory, MemoryType
+from assistant.sanitation.stale import stale_reason
+from assistant.sanitation.types import Judgement, MemoryVerdict
+
+# Never judged: already set aside, or the dream's own tentative output (it has its own expiry).
+SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType.DREAM_INSIGHT.value)
+
+
+def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[tuple[int, Memory]]]:
+    """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time: the
+    rowids are read once (a covering index), then each batch's rows by rowid; a memory written
+    during the run waits for the next run, one deleted meanwhile is skipped."""
+    marks = ",".join("?" * len(SKIPPED))
+    rowids = [r["rowid"] for r in memory_store.db.query(
+        f"SELECT rowid FROM memories WHERE user_id = ? AND memory_type NOT IN ({marks}) ORDER BY rowid",
+        (str(user_id), *SKIPPED))]
+    for start in range(0, len(rowids), max(1, int(size))):
+        chunk = rowids[start:start + max(1, int(size))]
+        rows = memory_store.db.query(
+            f"SELECT * FROM memory_rows WHERE rowid IN ({','.join('?' * len(chunk))}) AND memory_type NOT IN ({marks}) "
+            "ORDER BY rowid", (*chunk, *SKIPPED))
+        if rows:
+            yield [(r["rowid"], memory_store._memory(r)) for r in rows]
+
+
+def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:
+    """``poisoned`` (the detector's reason), else ``stale`` (the passed time phrase), else ``ok``."""
+    verdict = detector.inspect(memory.content, Source.MEMORY, user_id)
+    if verdict.flagged:
+        layers = ",".join(x.value for x in verdict.layers) or "detector"
+        reason = verdict.reason or "the injection defence flagged it"
+        return Judgement(memory.id, MemoryVerdict.POISONED, f"poisoned: {reason}", by=f"defence:{layers}")
+    reason = stale_reason(memory, now)
+    if reason is not None:
+        return Judgement(memory.id, MemoryVerdict.STALE, reason, by="temporal")
+    return Judgement(memory.id, MemoryVerdict.OK)
+
+
+def scan(memory_store: Any, detector: Any, user_id: str, size: int, now: datetime,
+         checkpoint: Callable[[], Any] | None = None) -> tuple[list[tuple[int, Memory]], list[Judgement]]:
+    """Every memory judged (in batches of ``size``, ``checkpoint()`` between them: it may block
+    while a dream is paused, or raise to stop): the (rowid, memory) pairs and the judgements, in
+    the same order."""
+    memories: list[tuple[int, Memory]] = []
+    judgements: list[Judgement] = []
+    for n, batch in enumerate(batches(memory_store, user_id, size)):
+        if n and checkpoint is not None:
+            checkpoint()
+        for rowid, memory in batch:
+            memories.append((rowid, memory))
+            judgements.append(judge(memory, detector, user_id, now))
+    return memories, judgements
