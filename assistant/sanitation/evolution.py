@@ -80,9 +80,16 @@ def _source_of(deps) -> tuple[AttackSource, str]:
     return TemplateAttacks(), "variants"
 
 
-def plan_patterns(deps, user_id: str, session_id: str | None = None) -> tuple[list[PlannedPattern], int]:
+def plan_patterns(deps, user_id: str, session_id: str | None = None,
+                  score: dict | None = None) -> tuple[list[PlannedPattern], int]:
+    """The patterns to add and how many candidates were rejected. With ``score`` (a dict), it is
+    filled with the defence score of this run: ``tested`` attacks, ``blocked`` (flagged by the
+    detector, or caught by a pattern planned here) and ``score`` = blocked / tested (the
+    ``defense_score_x100`` gauge; the red team of a later issue measures it on its own attacks)."""
     source, source_name = _source_of(deps)
     attacks = list(source.attacks(str(user_id)))
+    if score is not None:
+        score.update(tested=len(attacks), blocked=len(attacks), score=1.0 if attacks else None)
     if not attacks:
         return [], 0
     inspect_many = getattr(deps.detector, "inspect_many", None)
@@ -92,6 +99,7 @@ def plan_patterns(deps, user_id: str, session_id: str | None = None) -> tuple[li
     bypasses = [(t, f) for (t, f), v in zip(attacks, verdicts, strict=True) if not v.flagged]
     if not bypasses:
         return [], 0
+    caught: set[str] = set()
     known = set(deps.store.known_hashes(str(user_id)))
     benign = benign_texts() + tuple(recent_user_messages(deps, str(user_id)))
     planned: list[PlannedPattern] = []
@@ -120,4 +128,8 @@ def plan_patterns(deps, user_id: str, session_id: str | None = None) -> tuple[li
             continue
         if len(planned) < MAX_PATTERNS_PER_RUN:
             planned.append(PlannedPattern(pattern, family or "unknown", source_name))
+            caught.update(t for t, _ in bypasses if compiled.search(normalise(t).folded))
+    if score is not None:
+        blocked = len(attacks) - len(bypasses) + len(caught)
+        score.update(blocked=blocked, score=blocked / len(attacks))
     return planned, rejected

@@ -92,6 +92,7 @@ class Plan:
     graph: integrity.GraphPlan | None = None
     patterns: list[evolution.PlannedPattern] = field(default_factory=list)
     patterns_rejected: int = 0
+    defence: dict = field(default_factory=dict)  # tested, blocked, score (evolution's attacks)
     quality: QualityAssessment | None = None
     anomalies: list[Anomaly] = field(default_factory=list)
 
@@ -193,7 +194,9 @@ class SanitationRun:
             plan.graph = integrity.scan(deps.memory.db, self.user)
 
         self._at(Step.DEFENCE)
-        plan.patterns, plan.patterns_rejected = evolution.plan_patterns(deps, self.user, self.session_id)
+        plan.defence = {}
+        plan.patterns, plan.patterns_rejected = evolution.plan_patterns(deps, self.user, self.session_id,
+                                                                        score=plan.defence)
 
         self._at(Step.QUALITY)
         plan.quality = quality.assess(deps, self.user, history=self.service.store.history(self.user),
@@ -256,6 +259,7 @@ class SanitationRun:
                         "nodes_removed": sum(1 for e in out.graph_events if getattr(e.type, "value", "") == "NodeRemoved")}
         result.patterns_added = [p.id for p in out.patterns]
         result.patterns_rejected = plan.patterns_rejected
+        result.defence = dict(plan.defence)
         result.drift = [c.as_dict() for c in plan.drift]
         result.quality = plan.quality.as_dict() if plan.quality is not None else None
         result.anomalies = [a.as_dict() for a in plan.anomalies]
@@ -289,6 +293,8 @@ class SanitationRun:
         counters.anomalies_detected += len(fresh)
         if plan.quality is not None:
             counters.quality_score_x100 = round(plan.quality.score * 100)
+        if plan.defence.get("score") is not None:
+            counters.defense_score_x100 = round(plan.defence["score"] * 100)
         counters.runs["completed"] = counters.runs.get("completed", 0) + 1
         for c in plan.drift:
             service.emit("config_corrected", self.user, **c.as_dict())
