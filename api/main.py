@@ -114,6 +114,8 @@ def create_app(services: Services) -> FastAPI:
             services.graph.bind_loop(asyncio.get_running_loop())
         if services.dream is not None:  # REM's hypotheses and suggestions too
             services.dream.bind_loop(asyncio.get_running_loop())
+        if services.sanitation is not None:  # the contradiction judge's engine calls
+            services.sanitation.bind_loop(asyncio.get_running_loop())
         yield
 
     app = FastAPI(

@@ -310,9 +310,9 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     )
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
-    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat)
     services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,
                                                              conversations)
+    services.dream = build_dream(settings, db, sealer, memory, services.graph, queue, chat, services.sanitation)
     chat.defence, chat.neutralise = services.defence, settings.defence.neutralise
     if services.agentic is not None:
         services.agentic.defence = services.defence

@@ -1,9 +1,8 @@
-"""Build the detector from the settings (build_services): the layers in order, the shipped weights.
-
-Placeholder of the core commit: the defence helper replaces the body with the layered detector."""
+"""Build the detector from the settings (build_services): the layers in order, the shipped weights."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from assistant.defence.types import Detector, NoDefence, PatternProvider
@@ -12,10 +11,31 @@ if TYPE_CHECKING:
     from assistant.config import DefenceSettings
     from assistant.llm.queue import InferenceQueue
 
+log = logging.getLogger(__name__)
+
 
 def build_detector(settings: DefenceSettings, patterns: PatternProvider | None = None,
                    queue: InferenceQueue | None = None, embedder=None) -> Detector:
     """The layered detector (normalisation, static, dynamic from ``patterns``, classifier over
     ``embedder``'s vectors, the engine judge through ``queue`` when ``settings.judge``); a detector
     that flags nothing while ``[defence] enabled = false``."""
-    return NoDefence()
+    if not settings.enabled:
+        return NoDefence()
+    from assistant.defence.detector import LayeredDetector
+    from assistant.defence.dynamic import DynamicLayer
+    from assistant.defence.static import StaticLayer
+
+    layers: list = [StaticLayer(), DynamicLayer(patterns)]
+    if settings.classifier:
+        from assistant.defence.classifier import ClassifierLayer
+
+        try:
+            layers.append(ClassifierLayer(embedder))
+        except (OSError, KeyError, ValueError):  # weights missing or damaged: the pattern layers still run
+            log.exception("the defence classifier's weights could not be loaded; running without it")
+    judge = None
+    if settings.judge and queue is not None:
+        from assistant.defence.judge import EngineJudge
+
+        judge = EngineJudge(queue)
+    return LayeredDetector(layers, settings.threshold, judge, (settings.judge_low, settings.judge_high))

@@ -45,11 +45,13 @@ def restore(store: MemoryStore, user_id: str, memory_id: str) -> Memory:
 
 
 def expired(store: MemoryStore, user_id: str, now: float, ttl_days: float) -> list[dict]:
-    """Quarantined memories of the user older than ``ttl_days`` (id, rowid, quarantined_at, reason)."""
+    """Quarantined memories of the user older than ``ttl_days``: id, rowid, quarantined_at and the
+    reason (opened: the caller seals it again for the tombstone)."""
     cutoff = iso_at(now - ttl_days * 86_400.0)
-    return store.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE user_id = ? AND "
-                          "memory_type = ? AND quarantined_at IS NOT NULL AND quarantined_at < ? ORDER BY rowid",
-                          (str(user_id), QUARANTINED, cutoff))
+    rows = store.db.query("SELECT id, user_id, rowid, quarantined_at, quarantine_reason FROM memories WHERE "
+                          "user_id = ? AND memory_type = ? AND quarantined_at IS NOT NULL AND quarantined_at < ? "
+                          "ORDER BY rowid", (str(user_id), QUARANTINED, cutoff))
+    return [{**r, "quarantine_reason": store.open_reason(r)} for r in rows]
 
 
 def purge(db: Database, rows: Sequence[dict]) -> list[int]:
@@ -63,19 +65,21 @@ def purge(db: Database, rows: Sequence[dict]) -> list[int]:
     return rowids
 
 
-def set_aside(db: Database, items: Sequence[tuple[int, str, str, str]], when: float) -> list[str]:
+def set_aside(db: Database, store: MemoryStore, user_id: str, items: Sequence[tuple[str, int, str, str, str]],
+              when: float) -> list[str]:
     """Quarantine many memories inside the caller's transaction, telling no listener (the caller
     withdraws them from the graph in the same transaction and tells the rest after commit).
-    ``items``: (rowid, the type and ``updated_at`` the caller judged, reason); a memory that changed
-    since (deleted, restored, quarantined, merged with new text) is left alone. Returns the ids
-    quarantined."""
+    ``items``: (id, rowid, the type and ``updated_at`` the caller judged, reason); a memory that
+    changed since (deleted, restored, quarantined, merged with new text) is left alone. Reasons are
+    sealed like the memory's text. Returns the ids quarantined."""
     done: list[str] = []
     stamp = iso_at(when)
-    for rowid, seen, updated, reason in items:
+    for memory_id, rowid, seen, updated, reason in items:
+        sealed = store.seal_reason({"id": memory_id, "user_id": str(user_id)}, reason)
         rows = db.query("UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
-                        "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ? AND "
+                        "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ? AND id = ? AND "
                         "memory_type = ? AND memory_type <> ? AND updated_at IS ? RETURNING id",
-                        (QUARANTINED, stamp, reason, int(rowid), seen, QUARANTINED, updated))
+                        (QUARANTINED, stamp, sealed, int(rowid), memory_id, seen, QUARANTINED, updated))
         done += [r["id"] for r in rows]
     return done
 

@@ -123,9 +123,19 @@ class MemoryStore:
             archived_at=row["archived_at"],
             archived_by_session=row["archived_by_session"],
             quarantined_at=row["quarantined_at"],
-            quarantine_reason=row["quarantine_reason"],
+            quarantine_reason=self.open_reason(row),
             decayed_at=iso_of(row["decay_ts"]),
         )
+
+    def seal_reason(self, row: dict, reason: str) -> bytes:
+        """A quarantine reason quotes the memory (a time phrase, a contradicted value): sealed like it."""
+        return self.sealer.seal(reason, sealed_at("quarantine_reason", row["id"], row["user_id"]))
+
+    def open_reason(self, row: dict) -> str | None:
+        value = row["quarantine_reason"]
+        if isinstance(value, bytes | memoryview):
+            return self.sealer.open(bytes(value), sealed_at("quarantine_reason", row["id"], row["user_id"]))
+        return value  # NULL, or plain text written before reasons were sealed
 
     # --- the vector index ------------------------------------------------------------------------
 
@@ -224,7 +234,7 @@ class MemoryStore:
                 db.execute(
                     "UPDATE memories SET original_memory_type = coalesce(original_memory_type, memory_type), "
                     "memory_type = ?, quarantined_at = ?, quarantine_reason = ? WHERE rowid = ?",
-                    (MemoryType.QUARANTINED.value, iso_of(self.clock()), reason, row["rowid"]),
+                    (MemoryType.QUARANTINED.value, iso_of(self.clock()), self.seal_reason(row, reason), row["rowid"]),
                 )
             self._tell("memories_removed", user_id, [row["id"]])
         return self.get(user_id, memory_id)

@@ -12,10 +12,17 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from assistant.defence.types import Source
+from assistant.defence.types import Layer, Source
 from assistant.memory.types import Memory, MemoryType
 from assistant.sanitation.stale import stale_reason
 from assistant.sanitation.types import Judgement, MemoryVerdict
+
+# Quarantine takes a memory away, neutralising a span in a prompt only hides a sentence: a memory
+# the classifier alone suspects is quarantined only from this probability on (a pattern, hidden
+# characters or an encoded instruction suffice). LoCoMo dev (benchmarks/sanitation.py): at the
+# detector's 0.5, 0.9 % of clean conversation turns were quarantined as poisoned (advice like "find an
+# adoption agency or lawyer" reads as a request); see the issue-15 note for the figures at 0.9.
+CLASSIFIER_QUARANTINE = 0.9
 
 # Never judged: already set aside, or the dream's own tentative output (it has its own expiry).
 SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType.DREAM_INSIGHT.value)
@@ -41,7 +48,8 @@ def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[tuple[i
 def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:
     """``poisoned`` (the detector's reason), else ``stale`` (the passed time phrase), else ``ok``."""
     verdict = detector.inspect(memory.content, Source.MEMORY, user_id)
-    if verdict.flagged:
+    if verdict.flagged and (any(h.layer is not Layer.CLASSIFIER for h in verdict.hits)
+                            or verdict.score >= CLASSIFIER_QUARANTINE):
         layers = ",".join(x.value for x in verdict.layers) or "detector"
         reason = verdict.reason or "the injection defence flagged it"
         return Judgement(memory.id, MemoryVerdict.POISONED, f"poisoned: {reason}", by=f"defence:{layers}")

@@ -68,6 +68,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class DrillFailure(RuntimeError):
+    """A failure asked for (``fail_at``): shows that a failed run leaves the database unchanged."""
+
+
 def snapshot(db: Database) -> Any:
     """The run's snapshot: one transaction over everything it writes (see the module docstring)."""
     return db.transaction()
@@ -88,6 +92,7 @@ class Plan:
     graph: integrity.GraphPlan | None = None
     patterns: list[evolution.PlannedPattern] = field(default_factory=list)
     patterns_rejected: int = 0
+    defence: dict = field(default_factory=dict)  # tested, blocked, score (evolution's attacks)
     quality: QualityAssessment | None = None
     anomalies: list[Anomaly] = field(default_factory=list)
 
@@ -107,7 +112,8 @@ class Applied:
 
 class SanitationRun:
     def __init__(self, service: SanitationService, user_id: str, *, session_id: str | None = None,
-                 cycle: int | None = None, trigger: str = "manual", checkpoint: Callable[[], Any] | None = None):
+                 cycle: int | None = None, trigger: str = "manual", checkpoint: Callable[[], Any] | None = None,
+                 fail_at: Step | None = None):
         self.service = service
         self.deps = service.deps
         self.user = str(user_id)
@@ -116,6 +122,7 @@ class SanitationRun:
         self.trigger = trigger
         self.checkpoint = checkpoint
         self.step = Step.SNAPSHOT
+        self.fail_at = fail_at  # a rollback drill: fail on purpose at this step (COMMIT: after every write)
         self._stop: BaseException | None = None
 
     # --- the run ------------------------------------------------------------------------------------
@@ -143,6 +150,11 @@ class SanitationRun:
         return SanitationResult(id=new_result_id(), user_id=self.user, session_id=self.session_id, cycle=self.cycle,
                                 trigger=self.trigger, status="completed", started_at=iso_at(now))
 
+    def _at(self, step: Step) -> None:
+        self.step = step
+        if self.fail_at is step and step is not Step.COMMIT:
+            raise DrillFailure(f"rollback drill: failed on purpose at {step.value}")
+
     def _checkpoint(self) -> None:
         if self.checkpoint is None:
             return
@@ -156,15 +168,15 @@ class SanitationRun:
 
     def _plan(self, now: float) -> Plan:
         deps, plan = self.deps, Plan()
-        self.step = Step.DRIFT
+        self._at(Step.DRIFT)
         plan.drift = drift.plan(deps.settings)
         values = drift.effective(deps.settings, plan.drift)
         plan.ttl_days, plan.batch_size = values["quarantine_ttl_days"], values["memory_batch_size"]
 
-        self.step = Step.PURGE
+        self._at(Step.PURGE)
         plan.expired = len(Q.expired(deps.memory, self.user, now, plan.ttl_days))
 
-        self.step = Step.HYGIENE
+        self._at(Step.HYGIENE)
         memories, judgements = hygiene.scan(deps.memory, deps.detector, self.user, plan.batch_size,
                                             datetime.fromtimestamp(now, UTC), self._checkpoint)
         plan.memories = {m.id: m for _, m in memories}
@@ -177,18 +189,20 @@ class SanitationRun:
         plan.winners = found.winners - set(lost)
         plan.judged_pairs, plan.judge_failures = found.judged, found.judge_failures
 
-        self.step = Step.GRAPH
+        self._at(Step.GRAPH)
         if deps.graph is not None:
             plan.graph = integrity.scan(deps.memory.db, self.user)
 
-        self.step = Step.DEFENCE
-        plan.patterns, plan.patterns_rejected = evolution.plan_patterns(deps, self.user, self.session_id)
+        self._at(Step.DEFENCE)
+        plan.defence = {}
+        plan.patterns, plan.patterns_rejected = evolution.plan_patterns(deps, self.user, self.session_id,
+                                                                        score=plan.defence)
 
-        self.step = Step.QUALITY
+        self._at(Step.QUALITY)
         plan.quality = quality.assess(deps, self.user, history=self.service.store.history(self.user),
                                       since=self.service.store.last_run_ts(self.user), now=now)
 
-        self.step = Step.ANOMALIES
+        self._at(Step.ANOMALIES)
         plan.anomalies = list(deps.anomalies.check()) if deps.anomalies is not None else []
         return plan
 
@@ -196,36 +210,39 @@ class SanitationRun:
 
     def _apply(self, plan: Plan, result: SanitationResult, now: float, started: float) -> Applied:
         deps, store, out = self.deps, self.service.store, Applied()
-        self.step = Step.SNAPSHOT
+        self._at(Step.SNAPSHOT)
         with snapshot(deps.memory.db) as db:
-            self.step = Step.PURGE
+            self._at(Step.PURGE)
             rows = Q.expired(deps.memory, self.user, now, plan.ttl_days)  # again, inside: what is still there
             out.purged_rowids = Q.purge(db, rows)
             out.purged_ids = [r["id"] for r in rows]
             store.record_purges(db, self.user, rows)
 
-            self.step = Step.HYGIENE
+            self._at(Step.HYGIENE)
             bad = [j for j in plan.bad if j.memory_id in plan.rowids]
-            done = set(Q.set_aside(db, [(*plan.rowids[j.memory_id], j.reason) for j in bad], now))
+            done = set(Q.set_aside(db, deps.memory, self.user,
+                                   [(j.memory_id, *plan.rowids[j.memory_id], j.reason) for j in bad], now))
             out.quarantined = [j for j in bad if j.memory_id in done]
             for winner in sorted(plan.winners):
                 Q.add_tag(db, deps.memory, self.user, winner, contradictions.WINNER_TAG)
 
-            self.step = Step.GRAPH
+            self._at(Step.GRAPH)
             if deps.graph is not None and plan.graph is not None:
                 out.graph_events = integrity.apply(db, deps.graph, self.user, plan.graph,
                                                    [j.memory_id for j in out.quarantined])
 
-            self.step = Step.DEFENCE
+            self._at(Step.DEFENCE)
             for p in plan.patterns:
                 added = store.add_pattern(self.user, p.pattern, source=p.source, family=p.family,
                                           session_id=self.session_id, db=db)
                 if added is not None:
                     out.patterns.append(added)
 
-            self.step = Step.COMMIT
+            self._at(Step.COMMIT)
             self._fill(result, plan, out, started)
             store.save_result(result, db=db)
+            if self.fail_at is Step.COMMIT:
+                raise DrillFailure("rollback drill: failed on purpose after every write of the run")
         return out
 
     def _fill(self, result: SanitationResult, plan: Plan, out: Applied, started: float) -> None:
@@ -242,6 +259,7 @@ class SanitationRun:
                         "nodes_removed": sum(1 for e in out.graph_events if getattr(e.type, "value", "") == "NodeRemoved")}
         result.patterns_added = [p.id for p in out.patterns]
         result.patterns_rejected = plan.patterns_rejected
+        result.defence = dict(plan.defence)
         result.drift = [c.as_dict() for c in plan.drift]
         result.quality = plan.quality.as_dict() if plan.quality is not None else None
         result.anomalies = [a.as_dict() for a in plan.anomalies]
@@ -271,15 +289,18 @@ class SanitationRun:
         counters.contradictions_resolved += sum(1 for j in out.quarantined if j.verdict is MemoryVerdict.CONTRADICTED)
         counters.graph_orphans += plan.graph.issues if plan.graph is not None else 0
         counters.defense_patterns_added += len(out.patterns)
-        counters.anomalies_detected += len(plan.anomalies)
+        fresh = service.new_anomalies(plan.anomalies)
+        counters.anomalies_detected += len(fresh)
         if plan.quality is not None:
             counters.quality_score_x100 = round(plan.quality.score * 100)
+        if plan.defence.get("score") is not None:
+            counters.defense_score_x100 = round(plan.defence["score"] * 100)
         counters.runs["completed"] = counters.runs.get("completed", 0) + 1
         for c in plan.drift:
             service.emit("config_corrected", self.user, **c.as_dict())
         for p in out.patterns:
             service.emit("pattern_added", self.user, id=p.id, family=p.family, source=p.source)
-        for a in plan.anomalies:
+        for a in fresh:
             service.emit("anomaly", self.user, anomaly=a.as_dict())
         if plan.quality is not None and plan.quality.regression:
             from assistant.sanitation.service import QUALITY_REGRESSION
@@ -294,7 +315,8 @@ class SanitationRun:
         """The transaction was rolled back (or never opened): drop what may have cached uncommitted
         rows, count it, and record it in a transaction of its own."""
         deps, service = self.deps, self.service
-        log.warning("sanitation of user %s rolled back at %s: %s", self.user, self.step.value, exc, exc_info=exc)
+        log.warning("sanitation of user %s rolled back at %s: %s", self.user, self.step.value, exc,
+                    exc_info=None if isinstance(exc, DrillFailure) else exc)
         if deps.graph is not None:
             try:
                 deps.graph.views.changed(self.user, removed=True)

@@ -21,7 +21,7 @@ from assistant.errors import NotFoundError
 from assistant.memory import quarantine as Q
 from assistant.memory.types import Memory
 from assistant.sanitation.store import SanitationStore
-from assistant.sanitation.types import QualityAssessment, SanitationResult
+from assistant.sanitation.types import Anomaly, QualityAssessment, SanitationResult, Step
 
 if TYPE_CHECKING:
     from assistant.graph.service import KnowledgeGraph
@@ -81,6 +81,7 @@ class SanitationService:
         self.counters = SanitationCounters()
         self.listeners: list[Callable[[SanitationEvent], None]] = []
         self._locks: dict[str, threading.Lock] = {}
+        self._anomalies_seen: dict[tuple[str, str], float] = {}
         self._guard = threading.Lock()
 
     # --- events -----------------------------------------------------------------------------------
@@ -97,6 +98,16 @@ class SanitationService:
             except Exception:  # a listener never breaks a run
                 log.exception("sanitation listener failed on %s", kind)
 
+    def new_anomalies(self, anomalies: list[Anomaly]) -> list[Anomaly]:
+        """Those of ``anomalies`` not already reported within ``anomaly_window_secs``: the check is
+        service-wide, so every user's run of one night sees the same spike; it counts once."""
+        now, window = float(self.deps.clock()), float(self.deps.settings.anomaly_window_secs)
+        with self._guard:
+            fresh = [a for a in anomalies if now - self._anomalies_seen.get((a.kind, a.component), -1e18) > window]
+            for a in anomalies:
+                self._anomalies_seen[(a.kind, a.component)] = now
+        return fresh
+
     # --- runs ---------------------------------------------------------------------------------------
 
     def user_lock(self, user_id: str) -> threading.Lock:
@@ -105,15 +116,23 @@ class SanitationService:
             return self._locks.setdefault(str(user_id), threading.Lock())
 
     def run(self, user_id: str, *, session_id: str | None = None, cycle: int | None = None,
-            trigger: str = "manual", checkpoint: Callable[[], Any] | None = None) -> SanitationResult:
+            trigger: str = "manual", checkpoint: Callable[[], Any] | None = None,
+            fail_at: Step | None = None) -> SanitationResult:
         """One run for ``user_id`` (see :mod:`assistant.sanitation.run`): never raises for a failed
         step (the run is rolled back and its record says so); ``checkpoint`` (the dream's) is called
-        between batches and may raise to stop the run (rolled back, then re-raised)."""
+        between batches and may raise to stop the run (rolled back, then re-raised). ``fail_at`` is a
+        rollback drill: the run fails on purpose at that step (``Step.COMMIT``: after all its writes)."""
         from assistant.sanitation.run import SanitationRun
 
         with self.user_lock(user_id):
             return SanitationRun(self, str(user_id), session_id=session_id, cycle=cycle, trigger=trigger,
-                                 checkpoint=checkpoint).run()
+                                 checkpoint=checkpoint, fail_at=fail_at).run()
+
+    def bind_loop(self, loop: Any) -> None:
+        """Run the contradiction judge's engine calls on ``loop`` (the server's: it owns the queue)."""
+        from assistant.sanitation.contradictions import bind_loop
+
+        bind_loop(loop)
 
     # --- reads ----------------------------------------------------------------------------------------
 
@@ -156,12 +175,23 @@ class SanitationService:
 
 
 class DreamSanitation:
-    """The dream seam (``DreamDeps.sanitation``): one run per cycle between NREM and REM."""
+    """The dream seam (``DreamDeps.sanitation``): one run per cycle between NREM and REM. The run's
+    events reach the dream's listeners too (``sanitation_<kind>``: the internal event bus on which
+    config corrections and ``QualityRegression`` are published)."""
 
     def __init__(self, service: SanitationService):
         self.service = service
 
     def run(self, ctx: Any) -> None:
         session = ctx.run.session
-        self.service.run(session.user_id, session_id=session.id, cycle=ctx.cycle, trigger="dream",
-                         checkpoint=ctx.run.checkpoint)
+
+        def forward(event: SanitationEvent) -> None:
+            if event.user_id == session.user_id:
+                ctx.emit(f"sanitation_{event.kind}", **event.data)
+
+        unsubscribe = self.service.subscribe(forward)
+        try:
+            self.service.run(session.user_id, session_id=session.id, cycle=ctx.cycle, trigger="dream",
+                             checkpoint=ctx.run.checkpoint)
+        finally:
+            unsubscribe()

@@ -8,6 +8,8 @@ the longest (``MAX_WORDS``) to the shortest, and the first one the parser reads 
 phrase. Its period (:func:`~assistant.commands.when.parse_period`: one day, "this week" through
 Sunday...) ends at midnight after its last day; the memory is stale once ``now`` is past that.
 
+A phrase whose time was already over when the memory was written ("On 25 May 2023, Anna said: I'm
+going to ...", stored today) dates the text, it is not the plan's time: the search goes on past it.
 Only plans go stale, never facts: the text must say something is planned or due (a future cue:
 "will", "going to", "need to", "meeting", "appointment", "remind"... or a phrase that only points
 forward: "tomorrow", "tonight", "next week", "in 3 days"; "this week" may look back — "guess what I
@@ -75,6 +77,8 @@ def find_phrase(text: str, written: datetime) -> tuple[str, date, int] | None:
                 break
             period = parse_period(phrase, written)
             if period is not None:
+                if period[0] + timedelta(days=period[1]) <= written.date():
+                    break  # over before it was written ("On 25 May 2023, Anna said: ..."): a record, not a plan
                 return phrase, period[0], period[1]
     return None
 

@@ -158,19 +158,27 @@ class SanitationStore:
     # --- purge tombstones ---------------------------------------------------------------------------
 
     def record_purges(self, db: Database, user_id: str, rows: Sequence[dict]) -> None:
-        """Tombstones for purged memories (``rows``: id, quarantined_at, quarantine_reason)."""
+        """Tombstones for purged memories (``rows``: id, quarantined_at, the opened quarantine_reason,
+        sealed again here for the tombstone's row)."""
         now = self.clock()
         for r in rows:
+            reason = r.get("quarantine_reason")
+            sealed = None if reason is None else self.sealer.seal(
+                reason, SealContext("memory_purges", "quarantine_reason", r["id"], str(user_id)))
             db.execute("INSERT OR REPLACE INTO memory_purges (memory_id, user_id, quarantined_at, quarantine_reason, "
-                       "purged_ts) VALUES (?, ?, ?, ?, ?)",
-                       (r["id"], str(user_id), r.get("quarantined_at"), r.get("quarantine_reason"), now))
+                       "purged_ts) VALUES (?, ?, ?, ?, ?)", (r["id"], str(user_id), r.get("quarantined_at"), sealed, now))
 
     def purged(self, user_id: str, memory_id: str) -> dict | None:
+        """The tombstone of a purged memory (when, and the reason it had been quarantined), or None."""
         row = self.db.one("SELECT * FROM memory_purges WHERE memory_id = ? AND user_id = ?",
                           (str(memory_id), str(user_id)))
         if row is None:
             return None
-        return {**row, "purged_at": iso_at(row["purged_ts"])}
+        reason = row["quarantine_reason"]
+        if isinstance(reason, bytes | memoryview):
+            reason = self.sealer.open(bytes(reason), SealContext("memory_purges", "quarantine_reason",
+                                                                 row["memory_id"], row["user_id"]))
+        return {**row, "quarantine_reason": reason, "purged_at": iso_at(row["purged_ts"])}
 
 
 def new_result_id() -> str:

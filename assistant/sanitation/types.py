@@ -117,6 +117,7 @@ class SanitationResult:
     graph: dict[str, int] = field(default_factory=dict)  # orphan_nodes, dangling_edges, unsourced_edges, issues
     patterns_added: list[str] = field(default_factory=list)  # pattern ids
     patterns_rejected: int = 0
+    defence: dict = field(default_factory=dict)  # tested, blocked, score: the evolution's attacks after this run
     drift: list[dict] = field(default_factory=list)  # DriftCorrection.as_dict()
     quality: dict | None = None  # QualityAssessment.as_dict()
     anomalies: list[dict] = field(default_factory=list)  # Anomaly.as_dict()

@@ -48,7 +48,7 @@ def _owner(parent: str, fk: str) -> str:
 
 
 SEALED: tuple[SealedTable, ...] = (
-    SealedTable("memories", ("content", "summary", "tags")),
+    SealedTable("memories", ("content", "summary", "tags", "quarantine_reason")),  # reasons quote the memory
     SealedTable("conversations", ("title",)),
     SealedTable("messages", ("content",), user_id=_owner("conversations", "messages.conversation_id")),
     SealedTable("reminders", ("text_sealed",)),
@@ -71,6 +71,7 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("dream_journal", ("details_sealed", "before_sealed", "after_sealed")),
     SealedTable("dream_insights", ("title_sealed", "content_sealed")),
     SealedTable("sanitation_results", ("body_sealed",)),
+    SealedTable("memory_purges", ("quarantine_reason",), row_id="memory_id"),
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

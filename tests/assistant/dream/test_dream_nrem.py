@@ -39,6 +39,7 @@ def dreaming(make_settings, make_services) -> Callable[..., Services]:
                                  knowledge_graph={"enabled": graph})
         services = make_services(settings)
         services.dream.nrem_steps, services.dream.rem_steps = steps, []
+        services.dream.deps.sanitation = None  # NREM steps alone (sanitation's own tests run it between)
         return services
 
     return make

@@ -101,6 +101,13 @@ class World:
         return out
 
 
+class NoAttacks:
+    """An attack source with nothing to offer: defence evolution adds no pattern (its own tests)."""
+
+    def attacks(self, user_id: str) -> list[tuple[str, str]]:
+        return []
+
+
 def make_world(tmp_path: Path, monkeypatch, **settings: object) -> World:
     monkeypatch.setattr(quality, "assess", fixed_quality)
     clock = Clock()
@@ -112,5 +119,6 @@ def make_world(tmp_path: Path, monkeypatch, **settings: object) -> World:
     memory.listeners.append(graph)
     detector = FakeDetector()
     deps = SanitationDeps(store=SanitationStore(db, sealer, clock=clock), memory=memory,
-                          settings=SanitationSettings(**settings), detector=detector, graph=graph, clock=clock)
+                          settings=SanitationSettings(**settings), detector=detector, graph=graph, clock=clock,
+                          bypasses=NoAttacks())
     return World(db, memory, graph, SanitationService(deps), clock, detector)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from assistant.memory.types import MemoryType
 from assistant.sanitation import hygiene
 from assistant.sanitation.types import MemoryVerdict
@@ -38,3 +40,29 @@ def test_poisoned_before_stale_and_the_checkpoint_between_batches(tmp_path: Path
     assert [j.verdict for j in judgements[:3]] == [MemoryVerdict.POISONED, MemoryVerdict.STALE, MemoryVerdict.OK]
     assert judgements[0].by == "defence:static" and judgements[1].by == "temporal"
     assert judgements[0].reason == "poisoned: static: an instruction to ignore previous instructions"
+
+
+class _Scored:
+    def __init__(self, layer, score: float) -> None:  # noqa: ANN001
+        self.layer, self.score = layer, score
+
+    def inspect(self, text, source=None, user_id=None):  # noqa: ANN001, ANN201
+        from assistant.defence.types import Hit, Verdict
+
+        return Verdict(True, self.score, (Hit(self.layer, "r", "why"),))
+
+
+@pytest.mark.parametrize(("layer", "score", "verdict"), [
+    ("classifier", 0.8, "ok"), ("classifier", 0.95, "poisoned"), ("static", 0.6, "poisoned"),
+    ("normalisation", 0.7, "poisoned")])
+def test_the_classifier_alone_quarantines_only_when_it_is_sure(layer: str, score: float, verdict: str) -> None:
+    from datetime import UTC, datetime
+
+    from assistant.defence.types import Layer
+    from assistant.memory.types import Memory, MemoryType
+    from assistant.sanitation.hygiene import judge
+
+    memory = Memory("m1", "u", "Find an adoption agency or lawyer.", "s", MemoryType.CONTEXT, 0.5,
+                    created_at="2026-11-25T10:00:00Z")
+    got = judge(memory, _Scored(Layer(layer), score), "u", datetime(2026, 11, 25, 12, tzinfo=UTC))
+    assert got.verdict.value == verdict

@@ -57,7 +57,7 @@ def populated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     with world.db.transaction() as db:  # a node no memory mentions
         world.orphan = world.graph.store.insert_node(db, USER, "Atlantis", NodeKind.PLACE, world.clock.t, 1.0)
     world.service.store.add_pattern(USER, r"disregard\s+all\s+rules", source="dev_corpus", family="override")
-    monkeypatch.setattr(evolution, "plan_patterns", lambda deps, user, session=None: (
+    monkeypatch.setattr(evolution, "plan_patterns", lambda deps, user, session=None, score=None: (
         [PlannedPattern(r"reveal\s+the\s+system\s+prompt", "extraction", "variants")], 1))
     return world
 

@@ -134,7 +134,7 @@ def test_anomalies_patterns_and_quality_regression_are_recorded_and_emitted(tmp_
     world.add("Anna met Tom in Paris", days_ago=1)
     anomaly = Anomaly("latency_spike", "engine", "severe", 9.0, 4.0, "p95 9 s over a 2 s baseline", "restarted")
     world.service.deps.anomalies = type("Monitor", (), {"check": lambda self: [anomaly]})()
-    monkeypatch.setattr(evolution, "plan_patterns", lambda deps, user, session=None: (
+    monkeypatch.setattr(evolution, "plan_patterns", lambda deps, user, session=None, score=None: (
         [PlannedPattern(r"ignore\s+(?:all\s+)?previous", "override", "variants"),
          PlannedPattern(r"ignore\s+(?:all\s+)?previous", "override", "variants")], 2))
     monkeypatch.setattr(quality, "assess", lambda deps, user, **kw: QualityAssessment(

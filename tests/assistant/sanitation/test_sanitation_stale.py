@@ -72,3 +72,12 @@ def test_times_behind_the_writer_are_not_plans(text: str) -> None:
 
 def test_a_plan_for_tomorrow_is_still_a_plan() -> None:
     assert stale_reason(memory("I booked a table for tomorrow at 8pm", 3), NOW) is not None
+
+
+def test_a_date_already_over_when_written_dates_the_text_and_is_not_the_plan() -> None:
+    text = "On 25 May 2023, Caroline said: I'm going to a pride parade next month."
+    assert stale_reason(memory(text, 0), NOW) is None  # stored today: "next month" is still ahead
+    written_then = (NOW - datetime(2023, 5, 25, 12, tzinfo=UTC)).days
+    reason = stale_reason(memory(text, written_then), NOW)
+    assert reason is not None and "(written 2023-05-25) has passed" in reason  # a plan of that time: over now
+    assert stale_reason(memory("On 25 May 2023, Melanie said: I'm painting a lake.", 0), NOW) is None

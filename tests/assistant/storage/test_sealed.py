@@ -218,6 +218,13 @@ def _insight(s: Stores, user: str, text: str, column: str) -> str:
     return insight.id
 
 
+def _purge(s: Stores, user: str, text: str) -> str:
+    memory_id = str(uuid4())
+    with s.db.transaction() as db:
+        s.sanitation.record_purges(db, user, [{"id": memory_id, "quarantined_at": None, "quarantine_reason": text}])
+    return memory_id
+
+
 def _sanitation(s: Stores, user: str, text: str) -> str:
     result = SanitationResult(id=new_result_id(), user_id=user, session_id=None, cycle=None, trigger="manual",
                               status="completed", started_at="2026-11-25T10:00:00Z", error=text)
@@ -268,6 +275,10 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
                                          lambda s, u, r: s.dream.insight(u, r).title),
     ("dream_insights", "content_sealed"): (lambda s, u, t: _insight(s, u, t, "content"),
                                            lambda s, u, r: s.dream.insight(u, r).content),
+    ("memories", "quarantine_reason"): (
+        lambda s, u, t: s.memory.quarantine(u, s.memory.add(u, f"quarantined {uuid4().hex[:6]}").id, t).id,
+        lambda s, u, r: str(s.memory.get(u, r).quarantine_reason)),
+    ("memory_purges", "quarantine_reason"): (_purge, lambda s, u, r: str(s.sanitation.purged(u, r)["quarantine_reason"])),
     ("sanitation_results", "body_sealed"): (_sanitation, lambda s, u, r: str(s.sanitation.result(u, r).error)),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
