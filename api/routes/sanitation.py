@@ -51,7 +51,8 @@ RECORD = """
 **The result record.** `counts` per verdict (`ok`, `stale`, `poisoned`, `contradicted`, plus `judged` and
 `purged`), `quarantined` (each memory set aside with its verdict and reason; in a contradiction the loser,
 with `winner_id`), `purged`, `graph` (orphan nodes, dangling edges, edges whose sources are all
-quarantined: fixed and counted), `patterns_added` and `patterns_rejected` (defence evolution), `drift`
+quarantined: fixed and counted), `patterns_added`, `patterns_rejected` and `defence` (defence evolution and
+the defence score after it), `drift`
 (settings clamped back into their bounds), `quality`, `anomalies`, `rolled_back` with `failed_step` and
 `error` (a critical failure rolls every change of the run back: the database is as before), `judge_failures`
 and `duration_ms`."""

@@ -94,6 +94,9 @@ class SanitationResultOut(BaseModel):
     patterns_added: list[str] = Field(description="Ids of the dynamic defence patterns this run added.")
     patterns_rejected: int = Field(ge=0, description="Candidate patterns rejected (they flagged benign text, or "
                                                      "would not compile under RE2 rules).")
+    defence: dict[str, Any] = Field(default_factory=dict, description="The defence after this run over defence "
+                                    "evolution's attacks: `tested`, `blocked`, `score` (0..100; the "
+                                    "`defense_score_x100` gauge).")
     drift: list[DriftOut] = Field(description="Configuration drift corrected (each also logged on the event bus).")
     quality: QualityOut | None = Field(description="The quality assessment of this run.")
     anomalies: list[AnomalyOut]

@@ -9,6 +9,7 @@ a sanitation run calls) and purged as the run does (tombstone, then delete).
 
 from __future__ import annotations
 
+import time
 from uuid import uuid4
 
 import pytest
@@ -82,7 +83,7 @@ def test_restore_gives_the_type_back_and_the_memory_is_found_again(client, servi
 def test_restore_of_a_purged_memory_is_404_saying_when_and_why(client, services, auth) -> None:
     mid = add(client, auth, "meeting tomorrow at 3")
     services.memory.quarantine(owner(services), mid, "stale: the meeting was last week")
-    rows = services.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE id = ?", (mid,))
+    rows = [r for r in Q.expired(services.memory, owner(services), time.time() + 86_400, 0) if r["id"] == mid]
     with services.db.transaction() as db:
         services.sanitation.store.record_purges(db, owner(services), rows)
         Q.purge(db, rows)

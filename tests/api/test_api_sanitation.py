@@ -41,6 +41,12 @@ def result(user: str, *, session: str | None = None, cycle: int | None = None, s
         quality=quality, rolled_back=status == "rolled_back")
 
 
+def written_long_ago(services: Services, memory_id: str) -> None:
+    """The memory was written on 2024-03-01 (its "tomorrow" is long over)."""
+    services.db.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE id = ?",
+                        ("2024-03-01T09:00:00Z", "2024-03-01T09:00:00Z", memory_id))
+
+
 def dream_session(services: Services, user: str) -> str:
     sid = str(uuid4())
     now = time.time()
@@ -264,8 +270,9 @@ def test_no_sanitation_series_while_it_is_disabled(make_settings, make_services,
 
 
 def test_a_real_run_now_quarantines_a_passed_plan_and_the_series_count_it(client, services, auth) -> None:
-    created = client.post("/v1/memories", json={"content": "I have a dentist appointment on 2024-03-05 at 10 am.",
+    created = client.post("/v1/memories", json={"content": "I have a dentist appointment tomorrow at 10 am.",
                                                 "summary": "dentist"}, headers=auth)
+    written_long_ago(services, created.json()["id"])
     kept = client.post("/v1/memories", json={"content": "My sister Anna lives in Porto.", "summary": "Anna"},
                        headers=auth)
     assert created.status_code == kept.status_code == 201

@@ -6,6 +6,7 @@ both clients are checked to answer the same JSON."""
 
 from __future__ import annotations
 
+import time
 from uuid import uuid4
 
 import httpx
@@ -125,7 +126,7 @@ def test_a_purged_memory_says_why_and_an_unavailable_assessment_falls_back(servi
     assert "Quality 0.80" in view.summary.object and "unavailable" in view.summary.object
     assert "embedder is reloading" in view.summary.object
     mid = planted["memories"][0]
-    rows = services.db.query("SELECT id, rowid, quarantined_at, quarantine_reason FROM memories WHERE id = ?", (mid,))
+    rows = [r for r in Q.expired(services.memory, owner(services), time.time() + 86_400, 0) if r["id"] == mid]
     with services.db.transaction() as db:  # purged behind the page's back
         services.sanitation.store.record_purges(db, owner(services), rows)
         Q.purge(db, rows)

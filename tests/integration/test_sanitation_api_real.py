@@ -22,7 +22,7 @@ from tests.integration.support import serve
 pytestmark = pytest.mark.integration
 
 S = "/v1/sanitation"
-PASSED_PLAN = "I have a dentist appointment on 2024-03-05 at 10 am."
+PASSED_PLAN = "I have a dentist appointment tomorrow at 10 am."  # written (below) on 2024-03-01
 MEMORIES = {
     "I prefer green tea to coffee in the afternoon.": None,
     "The plumber comes tomorrow at 9.": "stale: 'tomorrow' has passed",
@@ -87,6 +87,8 @@ def test_sanitation_routes_over_http_with_the_real_embedder(tmp_path: Path) -> N
         # a real run now: a plan whose date has passed (written over HTTP, never quarantined by hand) is set aside
         planted = http.post("/v1/memories", json={"content": PASSED_PLAN, "summary": "dentist"})
         assert planted.status_code == 201, planted.text
+        services.db.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE id = ?",
+                            ("2024-03-01T09:00:00Z", "2024-03-01T09:00:00Z", planted.json()["id"]))
         run = http.post(f"{S}/run", json={})
         assert run.status_code == 200, run.text
         body = run.json()
