@@ -402,8 +402,10 @@ class ToolLoop:
             if error is not None and status != "refused":
                 status = "error"
             verdict = None
-            if ran and self.guard is not None:
-                seen = _dump({"error": error} if error else {"result": value})
+            # An error is the service's own sentence (a validation message, a timeout), not content
+            # from outside: "must be an ISO 8601 date" read as an instruction refused memory writes.
+            if ran and error is None and self.guard is not None:
+                seen = _dump({"result": value})
                 verdict = await asyncio.to_thread(self.guard.inspect, seen, tool_source(call.name), _label(call.name),
                                                   call.id)
             record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status, verdict)

@@ -330,7 +330,7 @@ SANITATION_SERIES = (  # snapshot key (SanitationCounters), type, help text
     ("defense_patterns_added", "counter", "Dynamic defence patterns added by defence evolution."),
     ("anomalies_detected", "counter", "Anomalies detected (latency spikes, error-rate surges)."),
     ("rollbacks", "counter", "Sanitation runs rolled back after a critical failure."),
-    ("defense_score_x100", "gauge", "The latest defence score (0..100), times 100."),
+    ("defense_score_x100", "gauge", "The latest defence score: the share of attacks blocked (detector or new patterns), 0..100."),
     ("quality_score_x100", "gauge", "The latest quality score (0..1), times 100."),
 )
 
