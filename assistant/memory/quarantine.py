@@ -1,6 +1,7 @@
 """Quarantined memories: the list a user reviews, restore, and the purge after ``quarantine_ttl_days``.
 
-Quarantine itself is :meth:`MemoryStore.quarantine` (type ``Quarantined``, the former type kept in
+A restored memory is remembered (``memory_restores``, with the ``updated_at`` it had): sanitation
+leaves it alone until its text changes. Quarantine itself is :meth:`MemoryStore.quarantine` (type ``Quarantined``, the former type kept in
 ``original_memory_type``): such a memory never reaches a prompt. Restore gives it back its type
 (``Archived`` again when it had been archived before) and tells the listeners it was written, so the
 knowledge graph takes its facts back. A purge deletes it for good; the caller keeps a tombstone.
@@ -40,6 +41,9 @@ def restore(store: MemoryStore, user_id: str, memory_id: str) -> Memory:
     with store.db.transaction() as db:
         db.execute("UPDATE memories SET memory_type = ?, original_memory_type = ?, quarantined_at = NULL, "
                    "quarantine_reason = NULL WHERE rowid = ?", (back, keep_original, row["rowid"]))
+        # the user's decision stands: sanitation does not judge it again until its text changes
+        db.execute("INSERT OR REPLACE INTO memory_restores (memory_id, user_id, updated_at, restored_at) "
+                   "VALUES (?, ?, ?, ?)", (row["id"], row["user_id"], row["updated_at"], iso_at(store.clock())))
     store._tell("memories_written", user_id, [row["id"]])
     return store.get(user_id, memory_id)
 

@@ -29,12 +29,14 @@ SKIPPED = (MemoryType.QUARANTINED.value, MemoryType.HYPOTHESIS.value, MemoryType
 
 
 def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[tuple[int, Memory]]]:
-    """The user's memories to judge (Archived ones too), oldest first, ``size`` at a time: the
+    """The user's memories to judge (Archived ones too; not those the user restored from quarantine,
+    until their text changes), oldest first, ``size`` at a time: the
     rowids are read once (a covering index), then each batch's rows by rowid; a memory written
     during the run waits for the next run, one deleted meanwhile is skipped."""
     marks = ",".join("?" * len(SKIPPED))
     rowids = [r["rowid"] for r in memory_store.db.query(
-        f"SELECT rowid FROM memories WHERE user_id = ? AND memory_type NOT IN ({marks}) ORDER BY rowid",
+        f"SELECT rowid FROM memories m WHERE user_id = ? AND memory_type NOT IN ({marks}) AND NOT EXISTS "
+        "(SELECT 1 FROM memory_restores r WHERE r.memory_id = m.id AND r.updated_at IS m.updated_at) ORDER BY rowid",
         (str(user_id), *SKIPPED))]
     for start in range(0, len(rowids), max(1, int(size))):
         chunk = rowids[start:start + max(1, int(size))]

@@ -306,7 +306,8 @@ def m020_memory_position(db: Connection) -> None:
 def m021_sanitation(db: Connection) -> None:
     """Sanitation (issue 15): one result record per run (its body sealed: it names memories and
     reasons), the dynamic defence patterns per user (deduplicated by hash; deactivated, never
-    deleted), and a tombstone per purged quarantined memory (so a restore can say why it is gone)."""
+    deleted), a tombstone per purged quarantined memory (so a restore can say why it is gone), and
+    the memories a user restored (sanitation leaves them alone until their text changes)."""
     db.executescript(
         """
         CREATE TABLE sanitation_results (
@@ -345,5 +346,11 @@ def m021_sanitation(db: Connection) -> None:
             purged_ts REAL NOT NULL
         );
         CREATE INDEX memory_purges_user ON memory_purges (user_id);
+        CREATE TABLE memory_restores (
+            memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            updated_at TEXT,
+            restored_at TEXT NOT NULL
+        );
         """
     )
