@@ -29,6 +29,7 @@ import httpx
 from assistant.dream.service import DreamService
 from assistant.dream.types import EntryStatus, InsightStatus, InsightType, Operation, Phase
 from assistant.errors import AssistantError
+from dashboards.serving import api_message
 
 PREFIX = "/v1/dream"
 STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400}  # as the API maps them
@@ -130,20 +131,6 @@ class LocalDreamClient:
 # --- over HTTP ----------------------------------------------------------------------------------------
 
 
-def _message(response: httpx.Response) -> str:
-    """The error envelope's message (``{"error": {"message": ...}}``), else the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    if isinstance(body, dict) and body.get("detail"):
-        return str(body["detail"])
-    return str(body)[:300]
-
-
 def _page(body: Any, key: str) -> dict[str, Any]:
     """A page as ``{key: [...], "total": n}`` whatever the route wraps it in (a bare list, ``items``)."""
     if isinstance(body, list):
@@ -169,7 +156,7 @@ class HttpDreamClient:
         except httpx.HTTPError as exc:
             raise DreamClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
         if response.status_code >= 400:
-            raise DreamClientError(_message(response), response.status_code)
+            raise DreamClientError(api_message(response), response.status_code)
         return response.json()
 
     def status(self) -> dict[str, Any]:

@@ -43,6 +43,7 @@ import plotly.graph_objects as go
 from assistant.clock import epoch_of
 from assistant.dream.types import Operation
 from dashboards.dream_client import DreamClient, DreamClientError, HttpDreamClient, LocalDreamClient
+from dashboards.serving import local_services
 
 ALL = "all"
 FINAL = ("completed", "failed")
@@ -445,18 +446,8 @@ def served_client(config: str | None) -> DreamClient:
     url = os.environ.get("ASSISTANT_API_URL")
     if url:
         return HttpDreamClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
-    key = f"dreams:{config}"
-    if key not in pn.state.cache:
-        from assistant.config import Settings
-        from assistant.errors import ConfigError
-        from assistant.services import build_services
-
-        services = build_services(Settings.load(config))
-        if services.dream is None:
-            raise ConfigError("dream mode is disabled ([dream] enabled = false, or memory.enabled = false)")
-        user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(services.keys.owner_user_id())
-        pn.state.cache[key] = (services, user)
-    services, user = pn.state.cache[key]
+    services, user = local_services(config, "dream",
+                                    "dream mode is disabled ([dream] enabled = false, or memory.enabled = false)")
     return LocalDreamClient(services.dream, user)
 
 

@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 
 from assistant.clock import epoch_of
 from dashboards.quality_client import HttpQualityClient, LocalQualityClient, QualityClient, QualityClientError
+from dashboards.serving import local_services
 
 SERIES = (("score", "quality score", "#2ca02c"), ("re_ask_rate", "re-ask rate", "#1f77b4"),
           ("correction_rate", "correction rate", "#ff7f0e"), ("abandonment_rate", "abandonment rate", "#d62728"))
@@ -227,18 +228,8 @@ def served_client(config: str | None) -> QualityClient:
     url = os.environ.get("ASSISTANT_API_URL")
     if url:
         return HttpQualityClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
-    key = f"quality:{config}"
-    if key not in pn.state.cache:
-        from assistant.config import Settings
-        from assistant.errors import ConfigError
-        from assistant.services import build_services
-
-        services = build_services(Settings.load(config))
-        if services.sanitation is None:
-            raise ConfigError("sanitation is disabled ([sanitation] enabled = false, or memory.enabled = false)")
-        user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(services.keys.owner_user_id())
-        pn.state.cache[key] = (services, user)
-    services, user = pn.state.cache[key]
+    services, user = local_services(config, "sanitation",
+                                    "sanitation is disabled ([sanitation] enabled = false, or memory.enabled = false)")
     return LocalQualityClient(services.sanitation, user)
 
 

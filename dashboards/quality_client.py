@@ -29,6 +29,7 @@ import httpx
 from assistant.errors import AssistantError
 from assistant.memory.types import Memory
 from assistant.sanitation.service import SanitationService
+from dashboards.serving import api_message
 
 RUN_TIMEOUT = 600.0  # seconds: a run over a large store answers when it is over
 STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400,
@@ -125,18 +126,6 @@ class LocalQualityClient:
 # --- over HTTP ----------------------------------------------------------------------------------------
 
 
-def _message(response: httpx.Response) -> str:
-    """The error envelope's message (``{"error": {"message": ...}}``), else the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    return str(body)[:300]
-
-
 class HttpQualityClient:
     """The sanitation of the API key's user on the server at ``base_url``."""
 
@@ -154,7 +143,7 @@ class HttpQualityClient:
         except httpx.HTTPError as exc:
             raise QualityClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
         if response.status_code >= 400:
-            raise QualityClientError(_message(response), response.status_code)
+            raise QualityClientError(api_message(response), response.status_code)
         return response.json()
 
     def quality(self) -> dict[str, Any]:
