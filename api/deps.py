@@ -103,3 +103,8 @@ def require_admin(principal: CurrentPrincipal) -> Principal:
 
 
 AdminPrincipal = Annotated[Principal, Depends(require_admin)]
+
+
+# What a route's description says of the role it needs (dream and sanitation routes).
+ROLE_READ = "\n\nRole: any key (`read-only` included). "
+ROLE_CHANGE = "\n\nRole: a `user` key (a `read-only` key is 403). "

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import MAX_LIMIT, CurrentPrincipal, Offset, service
+from api.deps import MAX_LIMIT, ROLE_CHANGE, ROLE_READ, CurrentPrincipal, Offset, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.dream import (
     DreamSessionList,
@@ -44,8 +44,7 @@ DREAM = service("dream", DISABLED)
 Dream = Annotated[DreamService, DREAM]
 router = APIRouter(prefix=PREFIX, tags=["dream"], dependencies=[DREAM])
 
-READ = "\n\nRole: any key (`read-only` included). "
-CHANGE = "\n\nRole: a `user` key (a `read-only` key is 403). "
+READ, CHANGE = ROLE_READ, ROLE_CHANGE
 OWNER = "Only the caller's sessions and insights: another user's is 404, as an unknown one."
 NO_BODY = Body(description="None, or an empty JSON object.")
 Empty = Annotated[NoBody | None, NO_BODY]

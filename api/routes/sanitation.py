@@ -20,7 +20,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import CurrentPrincipal, service
+from api.deps import ROLE_CHANGE, ROLE_READ, CurrentPrincipal, service
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.dream import NoBody
 from api.schemas.sanitation import (
@@ -39,8 +39,7 @@ SANITATION = service("sanitation", DISABLED)
 Sanitation = Annotated[SanitationService, SANITATION]
 router = APIRouter(prefix=PREFIX, tags=["sanitation"], dependencies=[SANITATION])
 
-READ = "\n\nRole: any key (`read-only` included). "
-CHANGE = "\n\nRole: a `user` key (a `read-only` key is 403). "
+READ, CHANGE = ROLE_READ, ROLE_CHANGE
 OWNER = "Only the caller's: another user's is 404, as an unknown one."
 READS = error_responses(*AUTH_ERRORS, 503)
 ONE = error_responses(*AUTH_ERRORS, 404, 422, 503)

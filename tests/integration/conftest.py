@@ -14,6 +14,16 @@ from tests.integration.support import serve
 
 
 @pytest.fixture(scope="session")
+def minilm():  # noqa: ANN201
+    """One loaded MiniLM (the packaged embedder) shared by the tests that do not test its creation."""
+    from assistant.embeddings.sentence_transformers import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])
+    return embedder
+
+
+@pytest.fixture(scope="session")
 def default_model_path() -> Path:
     """The default packaged model, installed (sha256-checked) in the normal data directory."""
     return install_model(DEFAULT_MODEL, Settings().data_dir)

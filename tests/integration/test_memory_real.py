@@ -36,14 +36,6 @@ pytestmark = pytest.mark.integration
 DAY = 86400.0
 
 
-@pytest.fixture(scope="module")
-def minilm() -> SentenceTransformerEmbedder:
-    """One loaded MiniLM shared by the tests that do not test its creation."""
-    embedder = SentenceTransformerEmbedder()
-    embedder.embed(["warm up"])
-    return embedder
-
-
 @pytest.fixture
 def real_settings(make_settings: Callable[..., Settings]) -> Settings:
     settings = make_settings(memory={"embedding_backend": "sentence-transformers"},

@@ -52,13 +52,6 @@ FOLLOW_UPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def minilm() -> SentenceTransformerEmbedder:
-    embedder = SentenceTransformerEmbedder()
-    embedder.embed(["warm up"])
-    return embedder
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
     database = Database(tmp_path / "assistant.db")
