@@ -169,7 +169,7 @@ def load_models(path: Path = WEIGHTS) -> dict[str, Model]:
     data = np.load(path)
     chunk_chars = int(data["chunk_chars"]) if "chunk_chars" in data else CHUNK_CHARS
     return {name: Model(data[f"{name}_coef"], float(data[f"{name}_intercept"]), name == "full",
-                        float(data[f"{name}_indirect_threshold"]) if f"{name}_indirect_threshold" in data else None,
+                        round(float(data[f"{name}_indirect_threshold"]), 4) if f"{name}_indirect_threshold" in data else None,
                         chunk_chars)
             for name in ("full", "ngram") if f"{name}_coef" in data}
 
