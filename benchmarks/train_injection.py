@@ -14,14 +14,19 @@ of the sample weight, so the 2,000 LoCoMo turns do not drown the 240 NotInject p
 
 Decision rule by cross-validation (skipped with --no-cv): the train split's source texts are cut
 into 5 folds by a hash (D.fold_of: an attack, its variants and its copies inside emails share a
-fold; so do a context and the emails built on it); for each fold and each C in C_VALUES, both
-models are fitted on the other 4 folds and the fold's benchmark sets are scored. On the pooled
-out-of-fold scores, per model, the (C, indirect threshold) with the highest recall on BIPIA attacks
-inside emails is chosen such that clean emails and LoCoMo turns as memories each stay <= 2 %
-flagged and NotInject (user messages, threshold 0.5) <= 5 %; ties go to the higher threshold, then
-the smaller C. The trade-off curve is printed. The models are then refitted on the whole train
-split with the chosen C, and the file stores ``<model>_c`` and ``<model>_indirect_threshold`` next
-to the weights. The held-out split is never read here.
+fold; so do a context and the emails built on it); for each fold, each C in C_VALUES and each
+unit size of indirect content in CHUNK_VALUES, both models are fitted on the other 4 folds and the
+fold's benchmark sets are scored. On the pooled out-of-fold scores, the full model's (C,
+chunk_chars, indirect threshold) with the highest recall on BIPIA attacks inside emails is chosen
+such that clean emails and LoCoMo turns as memories each stay <= 2 % flagged and NotInject (user
+messages, threshold 0.5) <= 5 %; ties go to the higher threshold. When no setting is within those
+budgets (the case with this data: at least 3 of the 41 clean train emails are flagged at every
+threshold that keeps 95 % recall), the fallback is the setting that reaches TARGET_RECALL (95 %)
+with the lowest worst benign-indirect false-positive rate. The n-gram model then chooses its C and
+threshold the same way with the full model's chunk_chars. The trade-off curves are printed. The
+models are refitted on the whole train split with the chosen values, and the file stores
+``<model>_c``, ``<model>_indirect_threshold`` and ``chunk_chars`` next to the weights. The held-out
+split is never read here. Full run: about 8 minutes on 2 cores (--cache keeps the MiniLM vectors).
 
 Two models are fitted with the same data and seed: ``full`` (n-grams + MiniLM vectors) and
 ``ngram`` (n-grams only, the fallback without the embedder). scikit-learn's liblinear with a fixed
