@@ -33,6 +33,12 @@ def split_of(text: str, salt: str = "") -> str:
     return "held_out" if h < HELD_OUT else "train"
 
 
+def fold_of(text: str, folds: int = 5) -> int:
+    """The cross-validation fold of a TRAIN source text (a hash with its own salt, so folds are not
+    correlated with the train/held-out split); every example built from the text follows it."""
+    return int.from_bytes(hashlib.sha256(("cv:" + text).encode()).digest()[:8], "big") % folds
+
+
 @dataclass(frozen=True)
 class Example:
     text: str

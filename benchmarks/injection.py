@@ -3,6 +3,11 @@ source by a hash of its text; the classifier was trained on the other 70 % only)
 
     PYTHONPATH=. python benchmarks/injection.py [--limit N] [--ngram-only] [--lco]
 
+The decision rule is the shipped one (assistant.defence.build): user messages flagged from 0.5,
+indirect content from the classifier's indirect threshold, which benchmarks/train_injection.py chose
+(with the regularisation C) by 5-fold cross-validation on the TRAIN split and stored in the weights
+file; both are printed first. ``--threshold T`` applies one threshold to every source instead.
+
 Prints: detection rate on attacks (dev_attacks, BIPIA attacks inside held-out email contexts,
 generated variants of held-out attacks), false-positive rate on NotInject, clean BIPIA contexts and
 LoCoMo turns (as memories and as user messages), per-layer contribution (flags by each layer alone,
@@ -33,14 +38,16 @@ from benchmarks.train_injection import all_examples, variant_examples  # noqa: E
 ORDER = (Layer.NORMALISATION, Layer.STATIC, Layer.DYNAMIC, Layer.CLASSIFIER)
 
 
-def evaluation_sets(split: str, limit: int | None) -> dict[str, list[D.Example]]:
+def evaluation_sets(split: str, limit: int | None, keep=None) -> dict[str, list[D.Example]]:
+    """The benchmark's sets of ``split`` ("held_out", "train" or "all"); ``keep(text)`` restricts
+    every source text further (a cross-validation fold of the train split)."""
     def take(xs):
-        xs = [x for x in xs if split == "all" or x.split == split]
+        xs = [x for x in xs if (split == "all" or x.split == split) and (keep is None or keep(x.text))]
         return xs[:limit] if limit else xs
 
     dev = take(D.dev_attacks())
     bipia = take(D.bipia_attacks())
-    contexts = D.bipia_contexts()
+    contexts = [c for c in D.bipia_contexts() if keep is None or keep(c)]
     in_context = D.bipia_in_context(bipia, contexts, split) if split != "all" else \
         D.bipia_in_context([x for x in bipia if x.split == "train"], contexts, "train") + \
         D.bipia_in_context([x for x in bipia if x.split == "held_out"], contexts, "held_out")
@@ -121,15 +128,30 @@ def leave_categories_out(limit: int | None, embedder) -> None:
     unseen = frozenset(c for c in categories if D.split_of(c, "lco") == "held_out")
     print(f"\n== leave-categories-out: {len(unseen)} of {len(categories)} BIPIA categories unseen in training ==")
     print("   unseen:", ", ".join(sorted(unseen)))
-    weights = fit(all_examples("train", limit, exclude_categories=unseen), embedder, log=print)
-    models = {"full": Model(weights["full_coef"], float(weights["full_intercept"]), True),
-              "ngram": Model(weights["ngram_coef"], float(weights["ngram_intercept"]), False)}
+    shipped = load_models()["full"]
+    c = float(load_c("full")) if load_c("full") != "?" else 4.0
+    chunk = shipped.chunk_chars
+    weights = fit(all_examples("train", limit, exclude_categories=unseen), embedder, log=print, c=c, chunk_chars=chunk)
+    models = {"full": Model(weights["full_coef"], float(weights["full_intercept"]), True, shipped.indirect_threshold, chunk),
+              "ngram": Model(weights["ngram_coef"], float(weights["ngram_intercept"]), False, None, chunk)}
     attacks = [x for x in D.bipia_attacks() if x.category in unseen]
     sets = {"attack: unseen-category BIPIA in context": D.bipia_in_context(
         [D.Example(a.text, 1, a.source, a.corpus, "held_out", a.family, a.category) for a in attacks],
         D.bipia_contexts(), "held_out")}
-    detector = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(embedder, models)], 0.5)
+    detector = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(embedder, models)], 0.5,
+                               indirect_threshold=shipped.indirect_threshold)
+    print(f"   (the shipped model's cross-validated C={c:g}, chunk_chars={chunk}, indirect threshold "
+          f"{shipped.indirect_threshold})")
     report("leave-categories-out (held-out contexts, unseen categories)", detector, sets, cached=True)
+
+
+def load_c(name: str) -> str:
+    import numpy as np
+
+    from assistant.defence.classifier import WEIGHTS
+
+    data = np.load(WEIGHTS)
+    return f"{float(data[f'{name}_c']):g}" if f"{name}_c" in data else "?"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,11 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N of each corpus (quick runs)")
     ap.add_argument("--ngram-only", action="store_true", help="skip the MiniLM classifier variant")
     ap.add_argument("--lco", action="store_true", help="also fit and report the leave-categories-out split")
-    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="one threshold for every source (default: 0.5 for user messages, the classifier's "
+                         "cross-validated threshold for indirect content, as build_detector does)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/injection_embeddings.pkl"),
                     help="MiniLM vectors kept between runs (outside the repo); timings use the raw embedder")
     args = ap.parse_args(argv)
     models = load_models()
+    user_threshold = 0.5 if args.threshold is None else args.threshold
+    print("Decision rule (chosen by 5-fold cross-validation on the TRAIN split by benchmarks/train_injection.py, "
+          "stored in the weights file; the held-out split chose nothing):")
+    for name, model in models.items():
+        c = load_c(name)
+        print(f"  {name:5s} model: C={c}, chunk_chars={model.chunk_chars}, indirect threshold "
+              f"{model.indirect_threshold}, user threshold {user_threshold}"
+              + ("" if args.threshold is None else f" (overridden: --threshold {args.threshold} for every source)"))
     held_out = evaluation_sets("held_out", args.limit)
     variants_ = [("n-grams only (no embedder)", None, None)]
     cache = None
@@ -151,20 +183,28 @@ def main(argv: list[str] | None = None) -> int:
         raw = minilm()
         cache = EmbedCache(raw, args.cache)
         variants_.insert(0, ("MiniLM + n-grams", cache, raw))
+
+    def detector_for(embedder, layers=None) -> LayeredDetector:
+        classifier = ClassifierLayer(embedder, models)
+        indirect = classifier.indirect_threshold if args.threshold is None else args.threshold
+        return LayeredDetector(layers or [StaticLayer(), DynamicLayer(None), classifier], user_threshold,
+                               indirect_threshold=indirect)
+
     for name, embedder, raw in variants_:
-        detector = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(embedder, models)], args.threshold)
-        report(f"HELD-OUT, {name}, threshold {args.threshold}", detector, held_out, cached=raw is not None)
+        detector = detector_for(embedder)
+        what = f"thresholds user {detector.threshold:g} / indirect {detector.indirect_threshold:g}"
+        report(f"HELD-OUT, {name}, {what}", detector, held_out, cached=raw is not None)
         if cache is not None:
             cache.save()
-        timed = LayeredDetector([StaticLayer(), DynamicLayer(None), ClassifierLayer(raw, models)], args.threshold)
+        timed = detector_for(raw)
         one_at_a_time(timed, held_out["attack: dev_attacks (user)"] + held_out["benign: NotInject (user)"]
                       + held_out["benign: clean BIPIA emails"])
-        patterns = LayeredDetector([StaticLayer()], args.threshold)
+        patterns = LayeredDetector([StaticLayer()], user_threshold)
         if embedder is not None or args.ngram_only:
             report("HELD-OUT, static patterns alone (the PiSovereign-style baseline)", patterns, held_out, per_layer=False)
             everything = evaluation_sets("all", args.limit)
-            report(f"ALL DATA (INCLUDES THE TRAINING DATA: not a held-out figure), {name}", detector, everything,
-                   per_layer=False, cached=raw is not None)
+            report(f"ALL DATA (INCLUDES THE TRAINING DATA: not a held-out figure), {name}, {what}", detector,
+                   everything, per_layer=False, cached=raw is not None)
             if cache is not None:
                 cache.save()
     if args.lco and cache is not None:

@@ -18,7 +18,8 @@ def build_detector(settings: DefenceSettings, patterns: PatternProvider | None =
                    queue: InferenceQueue | None = None, embedder=None) -> Detector:
     """The layered detector (normalisation, static, dynamic from ``patterns``, classifier over
     ``embedder``'s vectors, the engine judge through ``queue`` when ``settings.judge``); a detector
-    that flags nothing while ``[defence] enabled = false``."""
+    that flags nothing while ``[defence] enabled = false``. User messages are flagged from
+    ``settings.threshold``; indirect content from :func:`indirect_threshold`."""
     if not settings.enabled:
         return NoDefence()
     from assistant.defence.detector import LayeredDetector
@@ -26,11 +27,14 @@ def build_detector(settings: DefenceSettings, patterns: PatternProvider | None =
     from assistant.defence.static import StaticLayer
 
     layers: list = [StaticLayer(), DynamicLayer(patterns)]
+    indirect = None
     if settings.classifier:
         from assistant.defence.classifier import ClassifierLayer
 
         try:
-            layers.append(ClassifierLayer(embedder))
+            classifier = ClassifierLayer(embedder)
+            layers.append(classifier)
+            indirect = indirect_threshold(settings, classifier.indirect_threshold)
         except (OSError, KeyError, ValueError):  # weights missing or damaged: the pattern layers still run
             log.exception("the defence classifier's weights could not be loaded; running without it")
     judge = None
@@ -38,4 +42,13 @@ def build_detector(settings: DefenceSettings, patterns: PatternProvider | None =
         from assistant.defence.judge import EngineJudge
 
         judge = EngineJudge(queue)
-    return LayeredDetector(layers, settings.threshold, judge, (settings.judge_low, settings.judge_high))
+    return LayeredDetector(layers, settings.threshold, judge, (settings.judge_low, settings.judge_high), indirect)
+
+
+def indirect_threshold(settings: DefenceSettings, cross_validated: float | None) -> float:
+    """The threshold for indirect content: ``[defence] threshold`` when the configuration sets it
+    (it then applies to every source), else the classifier's cross-validated value stored with its
+    weights (else the settings' default)."""
+    if "threshold" in settings.model_fields_set or cross_validated is None:
+        return settings.threshold
+    return cross_validated

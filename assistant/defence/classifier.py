@@ -9,8 +9,15 @@ The source is a feature: every feature appears twice, once as is and once multip
 "indirect" (plus an indirect bias), so one model learns what is suspicious anywhere and what is
 suspicious only inside indirect content ("What is the capital of Brazil?" is an ordinary request
 from the user but an injection inside an email). Indirect content is scored per chunk (sentences
-merged up to ``CHUNK_CHARS``) and the text's probability is the highest chunk's; the chunks over
+merged up to ``chunk_chars``, stored with the weights; ``CHUNK_CHARS`` in older files) and the
+text's probability is the highest chunk's; the chunks over
 the threshold are the spans to neutralise. Runtime needs numpy only.
+
+The weights file also holds, per model, the threshold from which INDIRECT content is flagged
+(``<model>_indirect_threshold``), the regularisation it was fitted with (``<model>_c``) and the
+unit size of indirect content (``chunk_chars``), all chosen by the training script's 5-fold
+cross-validation on the train split (see benchmarks/train_injection.py for the rule); build_detector hands that threshold to the detector for indirect
+sources unless ``[defence] threshold`` was set explicitly (then it applies to every source).
 """
 
 from __future__ import annotations
@@ -70,11 +77,11 @@ def hash_ngrams(text: str) -> tuple[np.ndarray, np.ndarray]:
     return uniq, vals / norm
 
 
-def chunks(folded: str) -> list[tuple[int, int]]:
-    """Spans of ``folded``: sentences and lines merged up to ``CHUNK_CHARS`` (at most ``MAX_CHUNKS``:
-    longer texts get longer chunks)."""
+def chunks(folded: str, chunk_chars: int = CHUNK_CHARS) -> list[tuple[int, int]]:
+    """Spans of ``folded``: sentences and lines merged up to ``chunk_chars`` (a piece shorter than a
+    third of it joins its neighbour; at most ``MAX_CHUNKS``: longer texts get longer chunks)."""
     pieces = [m.span() for m in _SENTENCE.finditer(folded) if m.end() > m.start()]
-    limit = max(CHUNK_CHARS, len(folded) // MAX_CHUNKS + 1)
+    limit = max(chunk_chars, len(folded) // MAX_CHUNKS + 1)
     out: list[list[int]] = []
     for a, b in pieces:
         if not folded[a:b].strip():
@@ -97,14 +104,15 @@ class Unit:
     how: str = ""  # "" or how it was hidden (base64, rot13, leet)
 
 
-def units(norm: Normalised, source: Source) -> list[Unit]:
-    """The user's text is scored whole; indirect content per chunk; decoded forms whole."""
+def units(norm: Normalised, source: Source, chunk_chars: int = CHUNK_CHARS) -> list[Unit]:
+    """The user's text is scored whole; indirect content longer than ``chunk_chars`` per chunk;
+    decoded forms whole."""
     from assistant.defence.normalise import decoded_span
 
     indirect = source.indirect
     out: list[Unit] = []
-    if indirect and len(norm.folded) > CHUNK_CHARS:
-        for a, b in chunks(norm.folded):
+    if indirect and len(norm.folded) > chunk_chars:
+        for a, b in chunks(norm.folded, chunk_chars):
             piece = norm.folded[a:b].strip()
             if piece:
                 out.append(Unit(piece, True, norm.span_in_text(a, b)))
@@ -117,12 +125,16 @@ def units(norm: Normalised, source: Source) -> list[Unit]:
 
 class Model:
     """One fitted logistic regression: ``coef`` over [block, block × indirect], block = n-gram
-    buckets (+ embedding) + bias."""
+    buckets (+ embedding) + bias; ``indirect_threshold``: the probability from which indirect
+    content is flagged, chosen by cross-validation on the train split (None: the detector's own)."""
 
-    def __init__(self, coef: np.ndarray, intercept: float, embed: bool):
+    def __init__(self, coef: np.ndarray, intercept: float, embed: bool, indirect_threshold: float | None = None,
+                 chunk_chars: int = CHUNK_CHARS):
         self.coef = np.asarray(coef, dtype=np.float32)
         self.intercept = float(intercept)
         self.embed = embed
+        self.indirect_threshold = indirect_threshold
+        self.chunk_chars = chunk_chars  # the unit size it was trained on (units())
         self.block = BUCKETS + (EMBED_DIM if embed else 0) + 1
         if self.coef.shape != (2 * self.block,):
             raise ValueError(f"classifier weights have shape {self.coef.shape}, expected {(2 * self.block,)}")
@@ -155,7 +167,10 @@ def uses_minilm(embedder) -> bool:
 
 def load_models(path: Path = WEIGHTS) -> dict[str, Model]:
     data = np.load(path)
-    return {name: Model(data[f"{name}_coef"], float(data[f"{name}_intercept"]), name == "full")
+    chunk_chars = int(data["chunk_chars"]) if "chunk_chars" in data else CHUNK_CHARS
+    return {name: Model(data[f"{name}_coef"], float(data[f"{name}_intercept"]), name == "full",
+                        round(float(data[f"{name}_indirect_threshold"]), 4) if f"{name}_indirect_threshold" in data else None,
+                        chunk_chars)
             for name in ("full", "ngram") if f"{name}_coef" in data}
 
 
@@ -178,6 +193,11 @@ class ClassifierLayer:
     @property
     def variant(self) -> str:
         return "full" if self.embedder is not None else "ngram"
+
+    @property
+    def indirect_threshold(self) -> float | None:
+        """The model in use's cross-validated threshold for indirect content (None: not in the file)."""
+        return self.model.indirect_threshold
 
     def score_units(self, all_units: Sequence[Unit]) -> np.ndarray:
         """Probabilities of many units at once (one embedding call)."""
@@ -205,5 +225,9 @@ class ClassifierLayer:
         return hits
 
     def check(self, text: Normalised, source: Source, user_id: str | None = None) -> list[Hit]:
-        us = units(text, source)
+        us = self.units(text, source)
         return self.hits_for(us, self.score_units(us))
+
+    def units(self, text: Normalised, source: Source) -> list[Unit]:
+        """The units scored, cut as the models were trained (their ``chunk_chars``)."""
+        return units(text, source, self.ngram.chunk_chars)

@@ -3,7 +3,9 @@
 Combination: the verdict's score is the highest suspicion any layer gave (a static or dynamic pattern
 counts 1.0, hidden characters 0.7, the classifier its probability; a pattern found in a decoded form
 also counts 1.0: instructions hidden in base64/rot13/leetspeak are never innocent); flagged when the
-score reaches the threshold. The verdict lists the hits that reached the threshold, in the order the
+score reaches the threshold of the text's source (``threshold`` for the user's messages,
+``indirect_threshold`` for indirect content: build_detector takes the latter from the classifier's
+cross-validated value). The verdict lists the hits that reached the threshold, in the order the
 layers ran, with their spans in the original text. In the uncertain band [judge_low, judge_high), when
 no pattern fired and a judge is configured, the engine decides (its failure changes nothing).
 
@@ -20,10 +22,14 @@ from assistant.defence.types import Hit, Layer, Normalised, Source, Verdict
 
 
 class LayeredDetector:
+    """``threshold`` applies to the user's messages, ``indirect_threshold`` (default: ``threshold``)
+    to indirect content (tool results, memories, mail, web pages, documents)."""
+
     def __init__(self, layers: Sequence, threshold: float = 0.5, judge=None,
-                 judge_band: tuple[float, float] = (0.35, 0.65)):
+                 judge_band: tuple[float, float] = (0.35, 0.65), indirect_threshold: float | None = None):
         self.layers = list(layers)
         self.threshold = threshold
+        self.indirect_threshold = threshold if indirect_threshold is None else indirect_threshold
         self.judge = judge
         self.judge_band = judge_band
         self.inspected = 0
@@ -53,9 +59,7 @@ class LayeredDetector:
 
     @staticmethod
     def _classify(layer, norms: Sequence[Normalised], source: Source, hits: list[list[Hit]]) -> None:
-        from assistant.defence.classifier import units
-
-        per_text = [units(n, source) for n in norms]
+        per_text = [layer.units(n, source) for n in norms]
         flat = [u for us in per_text for u in us]
         probs = layer.score_units(flat)
         at = 0
@@ -63,7 +67,11 @@ class LayeredDetector:
             hits[i].extend(layer.hits_for(us, probs[at:at + len(us)]))
             at += len(us)
 
+    def threshold_for(self, source: Source) -> float:
+        return self.indirect_threshold if Source(source).indirect else self.threshold
+
     def _combine(self, norm: Normalised, hits: list[Hit], source: Source) -> Verdict:
+        threshold = self.threshold_for(source)
         score = max((h.score for h in hits), default=0.0)
         low, high = self.judge_band
         patterns = any(h.layer in (Layer.STATIC, Layer.DYNAMIC) for h in hits)
@@ -71,10 +79,10 @@ class LayeredDetector:
             answer = self.judge.ask(norm.text, source.indirect)
             if answer is not None:
                 if answer.injection:
-                    score = max(score, high, self.threshold)
+                    score = max(score, high, threshold)
                     hits.append(Hit(Layer.JUDGE, "judge", answer.reason or "the engine judged it an injection",
                                     None, score))
                 else:
-                    score = max(0.0, min(score, low, self.threshold - 0.01))
-        fired = tuple(h for h in hits if h.score >= self.threshold)
-        return Verdict(score >= self.threshold, min(1.0, score), fired, source)
+                    score = max(0.0, min(score, low, threshold - 0.01))
+        fired = tuple(h for h in hits if h.score >= threshold)
+        return Verdict(score >= threshold, min(1.0, score), fired, source)

@@ -77,7 +77,8 @@ def test_training_is_reproducible(tmp_path):
     outs = []
     for name in ("a.npz", "b.npz"):
         out = tmp_path / name
-        subprocess.run([sys.executable, str(ROOT / "benchmarks/train_injection.py"), "--limit", "2", "--out", str(out)],
+        subprocess.run([sys.executable, str(ROOT / "benchmarks/train_injection.py"), "--limit", "2", "--c", "4",
+                        "--out", str(out)],
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                        check=True, capture_output=True, timeout=900)
         outs.append(np.load(out))

@@ -28,3 +28,17 @@ def test_classifier_off_and_judge_on():
     assert [type(x) for x in det.layers] == [StaticLayer, DynamicLayer]
     assert isinstance(det.judge, EngineJudge) and det.judge_band == (0.2, 0.7)
     det.judge.close()
+
+
+def test_indirect_threshold_is_the_cross_validated_one_unless_configured():
+    from assistant.defence.build import indirect_threshold
+    from assistant.defence.classifier import load_models
+
+    assert indirect_threshold(DefenceSettings(), 0.3) == 0.3
+    assert indirect_threshold(DefenceSettings.model_validate({"threshold": 0.6}), 0.3) == 0.6
+    assert indirect_threshold(DefenceSettings(), None) == 0.5
+    shipped = load_models()["ngram"].indirect_threshold
+    assert shipped is not None and 0.0 < shipped < 1.0
+    det = build_detector(DefenceSettings())
+    assert det.threshold == 0.5 and det.indirect_threshold == shipped
+    assert build_detector(DefenceSettings(threshold=0.7)).indirect_threshold == 0.7

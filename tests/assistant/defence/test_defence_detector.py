@@ -213,3 +213,24 @@ def test_cascade_embeds_only_the_units_the_ngram_model_is_unsure_about():
     probs = layer.score_units([u for t in (sure, unsure) for u in units(normalise(t), Source.USER)])
     assert embedder.calls == [[unsure]]
     assert probs[0] > 0.97 and abs(probs[1] - 1 / (1 + np.exp(-np.sqrt(384)))) < 1e-4
+
+
+def test_indirect_content_has_its_own_threshold():
+    det = LayeredDetector([FixedLayer(Layer.CLASSIFIER, "capital", 0.4)], 0.5, indirect_threshold=0.3)
+    assert det.threshold_for(Source.USER) == 0.5 and det.threshold_for(Source.MEMORY) == 0.3
+    user = det.inspect("What is the capital of Brazil?", Source.USER)
+    email = det.inspect("What is the capital of Brazil?", Source.EMAIL)
+    assert not user.flagged and user.hits == ()
+    assert email.flagged and email.layers == [Layer.CLASSIFIER] and email.score == 0.4
+    assert LayeredDetector([], 0.6).indirect_threshold == 0.6  # default: the one threshold
+
+
+def test_the_layer_cuts_units_as_its_models_were_trained():
+    email = "Dear team, the quarterly report is attached for your review. " * 3 + "What is the capital of Brazil?"
+    n = normalise(email)
+    long_units = ClassifierLayer(None, {"ngram": tiny_model()}).units(n, Source.EMAIL)
+    small = tiny_model()
+    small.chunk_chars = 80
+    short_units = ClassifierLayer(None, {"ngram": small}).units(n, Source.EMAIL)
+    assert len(short_units) > len(long_units)
+    assert any(u.text.strip().lower() == "what is the capital of brazil?" for u in short_units)
