@@ -19,9 +19,9 @@ from assistant.sanitation.types import Judgement, MemoryVerdict
 
 # Quarantine takes a memory away, neutralising a span in a prompt only hides a sentence: a memory
 # the classifier alone suspects is quarantined only from this probability on (a pattern, hidden
-# characters or an encoded instruction suffice). LoCoMo dev (benchmarks/sanitation.py): at the
-# detector's 0.5, 0.9 % of clean conversation turns were quarantined as poisoned (advice like "find an
-# adoption agency or lawyer" reads as a request); see the issue-15 note for the figures at 0.9.
+# characters or an encoded instruction suffice). The shipped model's threshold for indirect content
+# (0.91, chosen by cross-validation) is above it already; this floor holds when a user configures a
+# lower [defence] threshold (at 0.5, 0.9 % of LoCoMo dev's clean turns were quarantined as poisoned).
 CLASSIFIER_QUARANTINE = 0.9
 
 # Never judged: already set aside, or the dream's own tentative output (it has its own expiry).
