@@ -306,8 +306,7 @@ def m020_memory_position(db: Connection) -> None:
 def m021_sanitation(db: Connection) -> None:
     """Sanitation (issue 15): one result record per run (its body sealed: it names memories and
     reasons), the dynamic defence patterns per user (deduplicated by hash; deactivated, never
-    deleted), a tombstone per purged quarantined memory (so a restore can say why it is gone), and
-    the memories a user restored (sanitation leaves them alone until their text changes)."""
+    deleted), and a tombstone per purged quarantined memory (so a restore can say why it is gone)."""
     db.executescript(
         """
         CREATE TABLE sanitation_results (
@@ -346,6 +345,16 @@ def m021_sanitation(db: Connection) -> None:
             purged_ts REAL NOT NULL
         );
         CREATE INDEX memory_purges_user ON memory_purges (user_id);
+        """
+    )
+
+
+@migration
+def m022_memory_restores(db: Connection) -> None:
+    """The memories a user restored from quarantine, with the ``updated_at`` they had then:
+    sanitation leaves them alone until their text changes (the user's decision stands)."""
+    db.executescript(
+        """
         CREATE TABLE memory_restores (
             memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
             user_id TEXT NOT NULL,
