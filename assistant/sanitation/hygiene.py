@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from assistant.defence.types import Layer, Source
+from assistant.defence.types import Layer, Source, Verdict
+from assistant.defence.wrap import VerdictCache, content_hash
 from assistant.memory.types import Memory, MemoryType
 from assistant.sanitation.stale import stale_reason
 from assistant.sanitation.types import Judgement, MemoryVerdict
@@ -47,9 +48,11 @@ def batches(memory_store: Any, user_id: str, size: int) -> Iterator[list[tuple[i
             yield [(r["rowid"], memory_store._memory(r)) for r in rows]
 
 
-def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgement:
-    """``poisoned`` (the detector's reason), else ``stale`` (the passed time phrase), else ``ok``."""
-    verdict = detector.inspect(memory.content, Source.MEMORY, user_id)
+def judge(memory: Memory, detector: Any, user_id: str, now: datetime, verdict: Verdict | None = None) -> Judgement:
+    """``poisoned`` (the detector's reason), else ``stale`` (the passed time phrase), else ``ok``;
+    ``verdict``: the detector's, when the caller already has it (a batch, the cache)."""
+    if verdict is None:
+        verdict = detector.inspect(memory.content, Source.MEMORY, user_id)
     if verdict.flagged and (any(h.layer is not Layer.CLASSIFIER for h in verdict.hits)
                             or verdict.score >= CLASSIFIER_QUARANTINE):
         layers = ",".join(x.value for x in verdict.layers) or "detector"
@@ -61,17 +64,39 @@ def judge(memory: Memory, detector: Any, user_id: str, now: datetime) -> Judgeme
     return Judgement(memory.id, MemoryVerdict.OK)
 
 
+def verdicts(memories: list[Memory], detector: Any, user_id: str, cache: VerdictCache | None = None,
+             version: str = "") -> list[Verdict]:
+    """The detector's verdicts on a batch: one ``inspect_many`` call for those the cache does not
+    hold (keyed by the memory, its text and ``version``: the user's active patterns), cached after."""
+    keys = [(str(user_id), f"{m.id}:{version}", content_hash(m.content)) for m in memories]
+    found: list[Verdict | None] = [cache.get(k) if cache is not None else None for k in keys]
+    todo = [i for i, v in enumerate(found) if v is None]
+    if todo:
+        texts = [memories[i].content for i in todo]
+        many = getattr(detector, "inspect_many", None)
+        fresh = many(texts, Source.MEMORY, user_id) if many is not None else \
+            [detector.inspect(t, Source.MEMORY, user_id) for t in texts]
+        for i, verdict in zip(todo, fresh, strict=True):
+            found[i] = verdict
+            if cache is not None:
+                cache.put(keys[i], verdict)
+    return [v for v in found if v is not None]
+
+
 def scan(memory_store: Any, detector: Any, user_id: str, size: int, now: datetime,
-         checkpoint: Callable[[], Any] | None = None) -> tuple[list[tuple[int, Memory]], list[Judgement]]:
+         checkpoint: Callable[[], Any] | None = None, cache: VerdictCache | None = None,
+         version: str = "") -> tuple[list[tuple[int, Memory]], list[Judgement]]:
     """Every memory judged (in batches of ``size``, ``checkpoint()`` between them: it may block
     while a dream is paused, or raise to stop): the (rowid, memory) pairs and the judgements, in
-    the same order."""
+    the same order. With ``cache``, a memory whose text and the user's patterns did not change since
+    it was last inspected is not inspected again (the cycles of one night judge the same memories)."""
     memories: list[tuple[int, Memory]] = []
     judgements: list[Judgement] = []
     for n, batch in enumerate(batches(memory_store, user_id, size)):
         if n and checkpoint is not None:
             checkpoint()
-        for rowid, memory in batch:
+        found = verdicts([m for _, m in batch], detector, user_id, cache, version)
+        for (rowid, memory), verdict in zip(batch, found, strict=True):
             memories.append((rowid, memory))
-            judgements.append(judge(memory, detector, user_id, now))
+            judgements.append(judge(memory, detector, user_id, now, verdict))
     return memories, judgements

@@ -132,7 +132,8 @@ class SanitationRun:
         now = float(self.deps.clock())
         result = self._result(now)
         try:
-            plan = self._plan(now)
+            with self.service.store.quiet_hits():  # the run's own inspections are not pattern hits
+                plan = self._plan(now)
             applied = self._apply(plan, result, now, started)
         except BaseException as exc:
             if exc is self._stop:
@@ -178,7 +179,8 @@ class SanitationRun:
 
         self._at(Step.HYGIENE)
         memories, judgements = hygiene.scan(deps.memory, deps.detector, self.user, plan.batch_size,
-                                            datetime.fromtimestamp(now, UTC), self._checkpoint)
+                                            datetime.fromtimestamp(now, UTC), self._checkpoint,
+                                            self.service.verdicts, self.service.store.patterns_version(self.user))
         plan.memories = {m.id: m for _, m in memories}
         plan.rowids = {m.id: (rowid, m.memory_type.value, m.updated_at) for rowid, m in memories}
         ok = {j.memory_id: plan.memories[j.memory_id] for j in judgements if j.verdict is MemoryVerdict.OK}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from assistant.config import SanitationSettings
 from assistant.defence.types import DefencePattern, Detector, NoDefence
+from assistant.defence.wrap import VerdictCache
 from assistant.errors import NotFoundError
 from assistant.memory import quarantine as Q
 from assistant.memory.types import Memory
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUALITY_REGRESSION = "quality_regression"  # the spec's QualityRegression event
+VERDICT_CACHE_SIZE = 200_000  # memories' verdicts kept (a few hundred bytes each)
+VERDICT_CACHE_SECS = 12 * 3600.0  # a night; the next night inspects again (the model may have changed)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class SanitationService:
         self.listeners: list[Callable[[SanitationEvent], None]] = []
         self._locks: dict[str, threading.Lock] = {}
         self._anomalies_seen: dict[tuple[str, str], float] = {}
+        # verdicts on memories, by text and the user's patterns: a night's cycles inspect each once
+        self.verdicts = VerdictCache(size=VERDICT_CACHE_SIZE, ttl_secs=VERDICT_CACHE_SECS)
         self._guard = threading.Lock()
 
     # --- events -----------------------------------------------------------------------------------

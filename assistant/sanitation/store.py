@@ -11,7 +11,8 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from uuid import uuid4
 
 from assistant.clock import epoch_of, iso_at
@@ -34,6 +35,7 @@ class SanitationStore:
         self.clock = clock
         self._cache: dict[str | None, list[DefencePattern]] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()  # per thread: hits not counted (a sanitation run's own inspections)
 
     # --- results ------------------------------------------------------------------------------------
 
@@ -150,7 +152,23 @@ class SanitationStore:
                 self._cache[key] = cached
         return cached
 
+    @contextmanager
+    def quiet_hits(self) -> Iterator[None]:
+        """Inside, this thread's matches are not counted: a sanitation run's own inspections are not
+        traffic, and a rolled-back run must leave every table as it was."""
+        self._local.quiet = True
+        try:
+            yield
+        finally:
+            self._local.quiet = False
+
+    def patterns_version(self, user_id: str) -> str:
+        """Changes whenever the user's active patterns change (a key of cached verdicts)."""
+        return pattern_hash(",".join(p.id for p in self.active_patterns(user_id)))[:16]
+
     def count_hits(self, pattern_ids: Sequence[str]) -> None:
+        if getattr(self._local, "quiet", False):
+            return
         if pattern_ids:
             marks = ",".join("?" * len(pattern_ids))
             self.db.execute(f"UPDATE defense_patterns SET hits = hits + 1 WHERE id IN ({marks})", list(pattern_ids))

@@ -11,6 +11,7 @@ from assistant.llm.queue import InferenceQueue
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.sanitation.anomalies import AnomalyMonitor
 from assistant.sanitation.supervisor import ComponentSupervisor
+from tests.assistant.sanitation.run_fakes import NoAttacks
 
 
 def test_engine_restart_closes_the_breaker_and_is_refused_while_a_generation_hangs() -> None:
@@ -88,3 +89,35 @@ def test_a_memory_the_user_restored_is_not_quarantined_again(services) -> None: 
     sanitation.restore("u1", memory.id)
     again = sanitation.run("u1")
     assert again.quarantined == [] and services.memory.get("u1", memory.id).memory_type.value == "Context"
+
+
+def test_a_drill_with_a_matching_dynamic_pattern_changes_no_table(services) -> None:  # noqa: ANN001
+    from assistant.sanitation.types import Step
+    from assistant.storage.checksum import table_checksums
+
+    sanitation = services.sanitation
+    pattern = sanitation.store.add_pattern("u1", r"\bzebra\s+protocol\b", source="test", family="test")
+    services.memory.add("u1", "Activate the zebra protocol now.")
+    before = table_checksums(services.db, skip=("sanitation_results",))
+    assert sanitation.run("u1", fail_at=Step.COMMIT).rolled_back
+    assert table_checksums(services.db, skip=("sanitation_results",)) == before
+    assert sanitation.store.patterns("u1")[0].hits == pattern.hits == 0  # its own inspections are no traffic
+    services.defence.inspect("the zebra protocol", user_id="u1")
+    assert sanitation.store.patterns("u1")[0].hits == 1  # traffic counts
+
+
+def test_the_cycles_of_a_night_inspect_each_memory_once(services) -> None:  # noqa: ANN001
+    calls = []
+    detector = services.sanitation.deps.detector
+    original = detector.inspect_many
+
+    def counting(texts, source=None, user_id=None):  # noqa: ANN001, ANN202
+        calls.append(len(texts))
+        return original(texts, source, user_id)
+
+    detector.inspect_many = counting
+    services.sanitation.deps.bypasses = NoAttacks()  # no new pattern (a new pattern inspects again)
+    services.memory.add("u1", "I live in Lisbon.")
+    services.sanitation.run("u1")
+    services.sanitation.run("u1")
+    assert calls == [1]
