@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from assistant.defence.normalise import normalise
 from assistant.defence.types import Hit, Layer, Normalised, Source, Verdict
 
+MEMORY_CLASSIFIER_MIN_WORDS = 12  # shorter memories are flagged by patterns, never by the classifier alone
+
 
 class LayeredDetector:
     """``threshold`` applies to the user's messages, ``indirect_threshold`` (default: ``threshold``)
@@ -85,4 +87,9 @@ class LayeredDetector:
                 else:
                     score = max(0.0, min(score, low, threshold - 0.01))
         fired = tuple(h for h in hits if h.score >= threshold)
+        if (source is Source.MEMORY and fired and all(h.layer is Layer.CLASSIFIER for h in fired)
+                and len(norm.text.split()) < MEMORY_CLASSIFIER_MIN_WORDS):
+            # a short memory is most often the user's own sentence, learned from chat ("I prefer green
+            # tea over coffee" scored 0.94): the classifier alone does not flag it (patterns still do)
+            return Verdict(False, min(1.0, score), (), source)
         return Verdict(score >= threshold, min(1.0, score), fired, source)

@@ -4,6 +4,7 @@ against Open-Meteo responses replayed on loopback, and answers with what the too
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,8 +47,9 @@ def test_the_model_calls_get_weather_and_answers_with_its_result(weather_server)
     # the request reached the replayed geocoding and forecast endpoints
     paths = [r.path for r in replay.requests]
     assert any(p.endswith("/v1/search") for p in paths) and any(p.endswith("/v1/forecast") for p in paths)
-    # the answer is written from the tool's result, not made up
-    assert "7.4" in reply["content"] or "overcast" in reply["content"].lower(), reply["content"]
+    # the answer is written from the tool's result, not made up (7.4 °C; since tool results reach the
+    # model fenced as data, the 0.5B model at temperature 0 rounds it: "7 degrees Celsius")
+    assert re.search(r"\b7(?:\.4)?\b", reply["content"]) or "overcast" in reply["content"].lower(), reply["content"]
     # kept for explanation
     kept = httpx.get(f"{base}/v1/tools/runs", headers=headers, params={"message_id": reply["id"]}, timeout=30)
     assert [r["tool"] for r in kept.json()["runs"]][:1] == ["get_weather"]
