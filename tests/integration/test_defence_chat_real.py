@@ -80,8 +80,8 @@ def test_a_poisoned_memory_and_a_flagged_message_on_the_real_store(real) -> None
 def test_the_wired_detector_guards_the_chat(real) -> None:  # noqa: ANN001
     services, model = real
     assert services.chat.defence is services.defence  # build_services wires it
-    if isinstance(services.defence, NoDefence) or not services.defence.inspect(POISON, Source.MEMORY).flagged:
-        pytest.skip("the layered detector (assistant/defence/build.py) does not flag the phrase yet")
+    assert not isinstance(services.defence, NoDefence)  # the layered detector, not the placeholder
+    assert services.defence.inspect(POISON, Source.MEMORY).flagged
     user = services.keys.owner_user_id()
     services.memory.add(str(user), POISON, memory_type=MemoryType.FACT, importance=0.8)
     reply = chat(services, user, message=QUESTION)
