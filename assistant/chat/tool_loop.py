@@ -122,6 +122,9 @@ class ToolRecord:
     duration_ms: float
     status: str = "ok"  # ok | error | approval_required | refused
     verdict: Verdict | None = None  # the defence's verdict on the result (None: not inspected)
+    # What the loop did to the call's arguments before it ran (assistant/chat/arguments.Review.as_dict(),
+    # plus "prerequisite"/"repaired" notes), for the explain view; None: nothing checked.
+    review: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,24 @@ class ToolCallingSettings(Section):
     selection: Literal["all", "auto"] = "all"
     selection_threshold: float = Field(0.30, ge=0.0, le=1.0)
     max_offered_tools: int = Field(5, ge=1, le=100)
+    # Issue 20, calls that land (each switch is one row of benchmarks/tool_calling.py):
+    # "constrained": the reply is decoded as either an answer or a call valid against the offered
+    # tools' schemas; the call/answer decision is the engine's probability that the reply opens a
+    # call, compared with call_threshold. "free": the model writes what it likes, a call it starts
+    # is finished under the grammar (the behaviour before).
+    decoding: Literal["constrained", "free"] = "constrained"
+    call_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    # The current date and time (in `timezone`) are in the prompt, and relative dates and times in
+    # date/time-typed arguments are resolved by assistant/commands/when.py, not by the model.
+    ground_dates: bool = True
+    timezone: str = "UTC"  # IANA zone of "now" for the prompt and for resolving "tomorrow at 3"
+    # A call needing a value another tool produces (a token, an id) that no earlier result holds is
+    # not run; the producing tool is called first (assistant/chat/prerequisites.py).
+    prerequisites: bool = True
+    # Free-text arguments keep the user's own words (padding the model added is dropped); enum and
+    # format checks against the schema, and one repair round for a call that fails them.
+    argument_hygiene: bool = True
+    repair_rounds: int = Field(1, ge=0, le=3)
 
 
 class CommandsSettings(Section):

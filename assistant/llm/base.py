@@ -20,6 +20,11 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    # Names of the fields the tool's result carries (``{"token": ...}``): a parameter of another tool
+    # with one of these names is taken to need this tool's output first (assistant/chat/prerequisites.py).
+    produces: tuple[str, ...] = ()
+    # Declared dependencies: (parameter, producing tool) pairs, for values whose names do not match.
+    requires: tuple[tuple[str, str], ...] = ()
 
     def openai(self) -> dict[str, Any]:
         return {"type": "function",
@@ -53,6 +58,10 @@ class GenerationOptions:
     # The reply must be JSON valid against this schema: llama.cpp decodes under a grammar built from
     # it, Ollama gets it as ``format``, OpenAI-compatible servers as ``response_format``. Not with tools.
     json_schema: dict[str, Any] | None = None
+    # With tools: "auto" (answer or call), "required" (a call of one of the tools), "none" (answer,
+    # the tools only described) or a tool's name (a call of that tool). Engines decode a required
+    # call under a grammar from its first token (llama.cpp) or pass the choice natively.
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)
