@@ -108,8 +108,15 @@ class Tool:
         return self.func(ctx, **{name: getattr(parsed, name) for name in type(parsed).model_fields})
 
 
-def tool(capability: str, *, icon: str | None = None, name: str | None = None) -> Callable[[Callable], Tool]:
-    """Make a Tool of a function whose first parameter is the ToolContext."""
+def tool(capability: str, *, icon: str | None = None, name: str | None = None, produces: Iterable[str] = (),
+         requires: Iterable[tuple[str, str]] = ()) -> Callable[[Callable], Tool]:
+    """Make a Tool of a function whose first parameter is the ToolContext.
+
+    ``produces``: the fields of the tool's result other tools may need (``("id",)``);
+    ``requires``: ``(parameter, producing tool)`` pairs for a parameter that needs another tool's
+    output (``("task_id", "list_tasks")``) — see :mod:`assistant.chat.prerequisites`."""
+    produced = tuple(produces)
+    required = tuple((str(p), str(t)) for p, t in requires)
 
     def wrap(func: Callable[..., Any]) -> Tool:
         signature = inspect.signature(func)
@@ -121,6 +128,9 @@ def tool(capability: str, *, icon: str | None = None, name: str | None = None) -
                 raise TypeError(f"{func.__name__}: parameter {p.name} needs a type annotation")
             fields[p.name] = (hints[p.name], ... if p.default is inspect.Parameter.empty else p.default)
         tool_name = name or func.__name__
+        unknown = sorted({p for p, _ in required} - set(fields))
+        if unknown:
+            raise TypeError(f"{func.__name__}: requires names unknown parameters {', '.join(unknown)}")
         model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         schema = model.model_json_schema()
         schema.pop("title", None)
@@ -129,7 +139,8 @@ def tool(capability: str, *, icon: str | None = None, name: str | None = None) -
             _drop_null_option(prop)
         doc = inspect.getdoc(func) or tool_name
         description = doc.split("\n\n")[0].replace("\n", " ").strip()
-        return Tool(ToolSpec(tool_name, description, schema), capability, func, model, icon)
+        spec = ToolSpec(tool_name, description, schema, produces=produced, requires=required)
+        return Tool(spec, capability, func, model, icon)
 
     return wrap
 

@@ -68,7 +68,7 @@ def _provider(ctx: ToolContext) -> ContactsProvider:
     return ctx.backend("contacts")
 
 
-@tool("contacts", icon="👤")
+@tool("contacts", icon="👤", produces=("id",))
 def search_contacts(
     ctx: ToolContext,
     query: Annotated[str, Field(min_length=1, max_length=200, description="Part of a name, e-mail or phone number.")],
@@ -81,7 +81,7 @@ def search_contacts(
     return [{"id": c.id, "name": c.name, "emails": list(c.emails), "phones": list(c.phones)} for c in found[:limit]]
 
 
-@tool("contacts", icon="📇")
+@tool("contacts", icon="📇", requires=(("contact_id", "search_contacts"),))
 def get_contact(
     ctx: ToolContext,
     contact_id: Annotated[str, Field(min_length=1, max_length=500, description="The id from search_contacts.")],

@@ -65,7 +65,7 @@ def _sort_key(task: Task) -> tuple:
     return (task.done, due is None, due or datetime.min, task.priority or 10, task.title.lower())
 
 
-@tool("tasks", icon="✅")
+@tool("tasks", icon="✅", produces=("id",))
 def list_tasks(
     ctx: ToolContext,
     include_completed: Annotated[bool, Field(description="Also list completed tasks.")] = False,
@@ -77,7 +77,7 @@ def list_tasks(
     return [_task_dict(t) for t in sorted(found, key=_sort_key)]
 
 
-@tool("tasks", icon="📝")
+@tool("tasks", icon="📝", produces=("id",))
 def create_task(
     ctx: ToolContext,
     title: Annotated[str, Field(min_length=1, max_length=500, description="What is to be done.")],
@@ -96,7 +96,7 @@ def create_task(
     return _task_dict(_provider(ctx).create_task(task))
 
 
-@tool("tasks", icon="☑️")
+@tool("tasks", icon="☑️", requires=(("task_id", "list_tasks"), ("task_id", "create_task")))
 def complete_task(
     ctx: ToolContext,
     task_id: Annotated[str, Field(min_length=1, max_length=500, description="The task's id, from list_tasks.")],

@@ -116,3 +116,19 @@ def test_the_capability_is_configured_by_url_and_lazy(make_settings) -> None:
     backend = contacts.CAPABILITY.create(CapabilityDeps(settings))
     assert isinstance(backend, CardDAVContacts) and backend.url == "http://127.0.0.1:9/alice/contacts/"
     backend.close()
+
+
+def test_get_contact_needs_an_id_a_search_returned(ctx: ToolContext) -> None:
+    import json
+
+    from assistant.chat.prerequisites import Dependency, annotate, dependencies, missing
+    from assistant.llm.base import ChatMessage, ToolCall
+
+    deps = dependencies([search_contacts.spec, get_contact.spec])
+    assert deps == [Dependency("get_contact", "contact_id", "search_contacts", field="id")]
+    described = annotate([search_contacts.spec, get_contact.spec], deps)[1]
+    assert described.parameters["properties"]["contact_id"]["description"].endswith(
+        "Get it from search_contacts first (the id in its result).")
+    found = ChatMessage("tool", json.dumps(search_contacts(ctx, {"query": "ada"})), name="search_contacts")
+    assert missing(ToolCall("c", "get_contact", {"contact_id": "grace"}), deps, [found]) == deps[0]
+    assert missing(ToolCall("c", "get_contact", {"contact_id": "ada"}), deps, [found]) is None

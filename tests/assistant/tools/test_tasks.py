@@ -127,3 +127,20 @@ def test_the_capability_is_configured_by_url_and_lazy(make_settings) -> None:
     backend = tasks.CAPABILITY.create(CapabilityDeps(settings))
     assert isinstance(backend, CalDAVTasks) and backend.collection.name == "Chores"
     backend.close()
+
+
+def test_completing_needs_an_id_a_listing_or_creation_returned() -> None:
+    import json
+
+    from assistant.chat.prerequisites import Dependency, dependencies, missing
+    from assistant.llm.base import ChatMessage, ToolCall
+
+    deps = dependencies([list_tasks.spec, create_task.spec, complete_task.spec])
+    assert deps == [Dependency("complete_task", "task_id", "list_tasks", others=("create_task",), field="id")]
+    fake = FakeTasks(Task("3f2a-rent", "Pay rent"))
+    listed = ChatMessage("tool", json.dumps(list_tasks(_ctx(fake), {})), name="list_tasks")
+    assert missing(ToolCall("c", "complete_task", {"task_id": "3f2a-rent"}), deps, [listed]) is None
+    assert missing(ToolCall("c", "complete_task", {"task_id": "Pay rent"}), deps, [listed]) == deps[0]
+    created = create_task(_ctx(fake), {"title": "Buy milk"})
+    made = ChatMessage("tool", json.dumps(created), name="create_task")
+    assert missing(ToolCall("c", "complete_task", {"task_id": created["id"]}), deps, [made]) is None

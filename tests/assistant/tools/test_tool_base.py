@@ -19,6 +19,27 @@ def forecast(ctx: ToolContext, city: Annotated[str, Field(description="City name
     return {"city": city, "days": days, "user": str(ctx.user_id)}
 
 
+def test_produces_and_requires_go_on_the_spec() -> None:
+    @tool("tasks", produces=("id",))
+    def listing(ctx: ToolContext) -> list:
+        """List."""
+        return []
+
+    @tool("tasks", requires=[("item_id", "listing")])
+    def finish(ctx: ToolContext, item_id: str) -> dict:
+        """Finish."""
+        return {}
+
+    assert listing.spec.produces == ("id",) and listing.spec.requires == ()
+    assert finish.spec.requires == (("item_id", "listing"),) and finish.spec.produces == ()
+    assert forecast.spec.produces == () and forecast.spec.requires == ()
+    with pytest.raises(TypeError, match="unknown parameters item"):
+        @tool("tasks", requires=[("item", "listing")])
+        def broken(ctx: ToolContext, item_id: str) -> dict:
+            """Broken."""
+            return {}
+
+
 def test_schema_and_description_come_from_the_signature() -> None:
     spec = forecast.spec
     assert spec.name == "forecast" and spec.description == "Weather forecast for a city."
