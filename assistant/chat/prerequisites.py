@@ -55,8 +55,9 @@ from assistant.llm.base import ChatMessage, ToolCall, ToolSpec
 # ``api_key``, ``booking_reference``). Plurals are folded (``ids``, ``tokens``).
 HANDLE_WORDS = frozenset({"id", "uid", "uuid", "guid", "token", "key", "handle", "ref", "reference", "cursor",
                           "session"})
-# Values shorter than this only count when a result's value equals them (a substring match of "1"
-# or "ab" is chance); 4 characters is the shortest id or token that is not also a common word part.
+# Values shorter than this only count when a result's value equals them: one to three characters
+# ("1", "ab", "yes") turn up inside unrelated text by chance; from four on, a match standing apart
+# from letters and digits is taken for the value.
 MIN_SUBSTRING = 4
 
 
