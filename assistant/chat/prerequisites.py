@@ -31,8 +31,9 @@ The rules, as implemented:
   under the dependency's :attr:`~Dependency.field` (``id`` for ``task_id``: a task's title is no id),
   or of the whole result when no such key is in it, at any depth of the parsed JSON, fences and
   labels around the JSON ignored — or, failing the
-  parse, found in its text; and also when the user wrote it (the user's own token or id is not made
-  up, and calling the producer for it would ask for credentials the user did not give). A substring
+  parse, found in its text. The user's messages do not count: a value lifted from them is the
+  commonest made-up value (qwen2.5-0.5b called API-Bank's ``DeleteAlarm`` with ``token="password"``,
+  the user's password). A substring
   only counts when the value has :data:`MIN_SUBSTRING` characters or more and stands apart from
   letters and digits; shorter values ("1", "ab") occur by chance in any text and must match whole.
 
@@ -267,8 +268,7 @@ def _holds(content: str, value: str, field: str | None, parsed: dict[tuple[int, 
 
 def missing(call: ToolCall, deps: Sequence[Dependency], messages: Sequence[ChatMessage]) -> Dependency | None:
     """The first dependency of ``call`` whose value is absent from the call or from every earlier
-    tool-role result of its producer (or its ``others``) and from the user's messages in
-    ``messages``; None when the call may run."""
+    tool-role result of its producer (or its ``others``) in ``messages``; None when the call may run."""
     mine = [d for d in deps if d.tool == call.name]
     if not mine:
         return None
@@ -280,9 +280,8 @@ def missing(call: ToolCall, deps: Sequence[Dependency], messages: Sequence[ChatM
             return dep
         sources = set(dep.sources)
         for wanted in _values(value):
-            if not wanted or not any(
-                    (m.role == "tool" and m.name in sources and _holds(m.content, wanted, dep.field, parsed, i))
-                    or (m.role == "user" and (m.content.strip() == wanted or _inside(wanted, m.content)))
-                    for i, m in enumerate(messages)):
+            if not wanted or not any(m.role == "tool" and m.name in sources
+                                     and _holds(m.content, wanted, dep.field, parsed, i)
+                                     for i, m in enumerate(messages)):
                 return dep
     return None

@@ -194,9 +194,10 @@ def test_with_the_field_in_the_result_only_its_values_count() -> None:
     assert missing(ToolCall("c", "complete_task", {"task_id": "3f2a-rent"}), [dep], other_shape) is None
 
 
-def test_a_value_the_user_wrote_is_not_made_up() -> None:
-    user = f"Please delete my account, my token is {TOKEN}."
-    assert missing(delete(), [DEP], history(token_result=None, user=user)) is None
+def test_a_value_from_the_users_words_still_needs_the_producer() -> None:
+    user = "My username is JaneSmith and my password is password."  # qwen2.5-0.5b sent token="password"
+    assert missing(delete("password"), [DEP], history(token_result=None, user=user)) == DEP
+    assert missing(delete("password"), [DEP], history(user=user)) == DEP
 
 
 def test_other_producers_results_count_and_lists_need_every_element() -> None:
