@@ -75,6 +75,7 @@ class CallReviewer:
         self.options = ReviewOptions(ground_dates=settings.ground_dates, keep_user_words=settings.argument_hygiene,
                                      check_schema=settings.argument_hygiene, conversation_date=conversation_date)
         self._repairs: dict[str, int] = {}
+        self._forced: set[tuple[str, str]] = set()  # (tool, parameter) whose producer was forced once
 
     def prompt_messages(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """``messages`` with the current date and time as a system message after the leading ones
@@ -104,6 +105,9 @@ class CallReviewer:
         if dep is not None:
             self.counters.add("prerequisite")
             notes["prerequisite"] = {"parameter": dep.parameter, "producer": dep.producer}
+            if (dep.tool, dep.parameter) in self._forced:  # once per run: a model that invents it again
+                return Decision(reviewed, "error", _prerequisite_message(dep, again=True), None, notes)
+            self._forced.add((dep.tool, dep.parameter))
             return Decision(reviewed, "prerequisite", _prerequisite_message(dep), dep.producer, notes)
         if review.problems:
             left = self._repairs.setdefault(call.name, self.settings.repair_rounds)
@@ -120,7 +124,10 @@ class CallReviewer:
         return Decision(reviewed, "run", review=notes or None)
 
 
-def _prerequisite_message(dep: Dependency) -> str:
+def _prerequisite_message(dep: Dependency, again: bool = False) -> str:
+    if again:
+        return (f"{dep.tool} did not run: its argument {dep.parameter!r} is not a value {dep.producer} returned "
+                "in this conversation. Use the value from its result.")
     return (f"{dep.tool} did not run: its argument {dep.parameter!r} must be the value returned by "
             f"{dep.producer}, which has not given one in this conversation. Call {dep.producer} first.")
 
