@@ -1,0 +1,222 @@
+"""Date- and time-typed tool arguments (issue 20, part of :mod:`assistant.chat.arguments`): which
+parameters take a date or time, in which format, and what a value becomes once grounded by
+:mod:`assistant.commands.when` rather than by the model.
+
+A parameter is date/time-typed when its schema says ``"format": "date-time" | "date" | "time"``,
+when its description names a format (a strftime pattern "%Y-%m-%d %H:%M:%S" or an example
+"YYYY-MM-DD HH:MM"), or when it is a string whose name is or ends with one of :data:`DATE_NAMES`
+(``time``, ``start_time``, ``dueDate``). Values are written in the format named, else in ISO 8601
+(a date-time with now's offset, a date, or ``HH:MM``; ``HH:MM:SS+01:00`` for the schema's RFC 3339
+``time``), else, when the model's own value is ISO-like, in that value's own shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from typing import Any, Literal
+
+from assistant.commands.when import FoundMoment, Moment, find_moments, parse_moment
+
+Kind = Literal["date-time", "date", "time"]
+
+# The last word of a string parameter's name that makes it date/time-typed, and what it holds.
+DATE_NAMES: dict[str, Kind] = {"time": "date-time", "datetime": "date-time", "date": "date", "deadline": "date-time",
+                               "start": "date-time", "end": "date-time", "due": "date-time", "when": "date-time"}
+_STRFTIME = re.compile(r"%[a-zA-Z](?:[-/:.,\sT]{0,3}%[a-zA-Z])*")
+_EXAMPLE = re.compile(r"YYYY[-/.]MM[-/.]DD(?:[ T]HH:MM(?::SS)?)?|(?:DD|MM)[-/.](?:MM|DD)[-/.]YYYY|HH:MM(?::SS)?")
+_EXAMPLE_CODES = (("YYYY", "%Y"), ("HH", "%H"), ("SS", "%S"), ("DD", "%d"))
+# ISO-like shapes a value may have when no format is named (written back in its own shape).
+_SHAPES = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d",
+           "%H:%M:%S", "%H:%M")
+_CODE_FIELDS = {"Y": "year", "y": "year", "m": "month", "b": "month", "B": "month", "d": "day", "j": "day",
+                "H": "time", "I": "time", "M": "time"}
+KIND_FIELDS: dict[str, frozenset[str]] = {"date-time": frozenset({"year", "month", "day", "time"}),
+                                          "date": frozenset({"year", "month", "day"}), "time": frozenset({"time"})}
+
+
+@dataclass(frozen=True)
+class DateParam:
+    """How a date/time parameter is written: its kind and a strftime format (None: ISO 8601)."""
+
+    kind: Kind
+    fmt: str | None = None
+    rfc3339: bool = False  # the schema's "format": "time" (RFC 3339 full-time: seconds and offset)
+
+    @property
+    def fields(self) -> frozenset[str]:
+        if self.fmt is None:
+            return KIND_FIELDS[self.kind]
+        return frozenset(_CODE_FIELDS[c] for c in re.findall(r"%([a-zA-Z])", self.fmt) if c in _CODE_FIELDS)
+
+    def write(self, moment: datetime, shape: str | None = None) -> str:
+        """``moment`` in this parameter's format (``shape``: the model value's own, when none is named)."""
+        if self.fmt:
+            return moment.strftime(self.fmt)
+        if shape:
+            return moment.strftime(shape)
+        if self.kind == "date":
+            return moment.date().isoformat()
+        if self.kind == "time":
+            return moment.timetz().isoformat(timespec="seconds") if self.rfc3339 else moment.strftime("%H:%M")
+        return moment.isoformat(timespec="seconds")
+
+
+def _name_words(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w for w in re.split(r"[\s_\-]+", spaced.lower()) if w]
+
+
+def _example_format(example: str) -> str:
+    out = example
+    for code, directive in _EXAMPLE_CODES:
+        out = out.replace(code, directive)
+    # MM is the minute after an hour ("HH:MM"), else the month
+    return re.sub(r"MM", lambda m: "%M" if out[:m.start()].endswith("%H:") else "%m", out)
+
+
+def _kind_of(fmt: str) -> Kind:
+    has_time = bool(re.search(r"%[HIM]", fmt))
+    has_date = bool(re.search(r"%[YymdbBj]", fmt))
+    return "date-time" if has_time and has_date else "time" if has_time else "date"
+
+
+def date_param(name: str, schema: dict[str, Any]) -> DateParam | None:
+    """The date/time typing of a parameter, or None when it is not date/time-typed."""
+    if not isinstance(schema, dict) or schema.get("enum"):
+        return None
+    kind_type = schema.get("type", "string")
+    if kind_type != "string" and not (isinstance(kind_type, list) and "string" in kind_type):
+        return None
+    description = str(schema.get("description") or "")
+    patterns = set(_STRFTIME.findall(description)) | {_example_format(e) for e in _EXAMPLE.findall(description)}
+    schema_format = schema.get("format")
+    if len(patterns) > 1:  # "%Y-%m-%d to %Y-%m-%d": a range in one string, not one date
+        return None
+    if patterns:
+        fmt = patterns.pop()
+        return DateParam(_kind_of(fmt), fmt)
+    if schema_format in ("date-time", "date", "time"):
+        return DateParam(schema_format, rfc3339=schema_format == "time")
+    if schema_format is not None:
+        return None
+    words = _name_words(name)
+    return DateParam(DATE_NAMES[words[-1]]) if words and words[-1] in DATE_NAMES else None
+
+
+def parse_absolute(value: str, param: DateParam) -> tuple[datetime, str | None] | None:
+    """A value written as an absolute date/time: (the moment, the shape it was written in; None for
+    ISO with an offset), or None."""
+    text = value.strip()
+    for shape in ([param.fmt] if param.fmt else []) + list(_SHAPES):
+        try:
+            return datetime.strptime(text, shape), shape
+        except ValueError:
+            continue
+    try:
+        return datetime.fromisoformat(text), None
+    except ValueError:
+        return None
+
+
+def fits(value: str, param: DateParam) -> bool:
+    """Whether ``value`` is written as this parameter asks (a named format, or ISO 8601)."""
+    if param.fmt:
+        try:
+            datetime.strptime(value.strip(), param.fmt)
+        except ValueError:
+            return False
+        return True
+    parsers = {"date-time": datetime.fromisoformat, "date": date.fromisoformat, "time": time.fromisoformat}
+    try:
+        parsers[param.kind](value.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _with(moment: datetime, source: datetime, fields: frozenset[str]) -> datetime | None:
+    """``moment`` with the ``fields`` of ``source`` (None when the result is no real date: Feb 30)."""
+    parts = {}
+    if "year" in fields:
+        parts["year"] = source.year
+    if "month" in fields:
+        parts["month"] = source.month
+    if "day" in fields:
+        parts["day"] = source.day
+    if "time" in fields:
+        parts |= {"hour": source.hour, "minute": source.minute, "second": 0}
+    try:
+        return moment.replace(**parts)
+    except ValueError:
+        return None
+
+
+def resolve(value: str, param: DateParam, now: datetime) -> tuple[str, Moment] | None:
+    """A value that is not absolute but a phrase :mod:`when` understands ("tomorrow at 3pm"),
+    written in the parameter's format; None otherwise."""
+    moment = parse_moment(value, now)
+    if moment is None:
+        return None
+    return param.write(moment.start), moment
+
+
+def reformat(value: str, param: DateParam) -> str | None:
+    """An absolute value in another ISO-like shape than the one the parameter names, rewritten."""
+    if not param.fmt or fits(value, param):
+        return None
+    found = parse_absolute(value, param)
+    if found is None:
+        return None
+    moment, shape = found
+    dropped = (KIND_FIELDS["date-time"] if shape is None else DateParam("date-time", shape).fields) - param.fields
+    if dropped - {"time"} or ("time" in dropped and moment.time() != time(0)):
+        return None  # "2023-03-25 14:00:00" is not rewritten as "%Y-%m-%d": the 14:00 would be lost
+    written = param.write(moment)
+    return written if written != value else None
+
+
+_TODAY_IS = re.compile(r"\btoday(?:'s date)?\s+is\s+", re.IGNORECASE)
+
+
+def stated_today(user_text: list[str], now: datetime) -> datetime | None:
+    """The day the user says it is ("Today is 2021-09-27"; the newest such statement), at now's time
+    of day and zone: the reference relative phrases are resolved against in that conversation."""
+    for message in reversed(user_text):
+        for said in _TODAY_IS.finditer(message.replace("’", "'")):
+            found = find_moments(message[said.end():], now)
+            if found and found[0].start == 0 and {"month", "day"} <= found[0].fields:
+                return datetime.combine(found[0].moment.start.date(), now.timetz())
+    return None
+
+
+def user_phrase(param: DateParam, user_text: list[str], now: datetime) -> FoundMoment | None:
+    """The user's phrase a value of this parameter must agree with: the one phrase stating a field
+    the parameter holds in the newest user message that has any (None when that message has
+    several: which one the value is about is not clear)."""
+    for message in reversed(user_text):
+        relevant = [f for f in find_moments(message, now) if f.fields & param.fields]
+        if relevant:
+            return relevant[0] if len(relevant) == 1 else None
+    return None
+
+
+def disagreement(value: str, param: DateParam, phrase: FoundMoment, now: datetime) -> str | None:
+    """The value corrected to what ``phrase`` states, when an absolute ``value`` differs from it in a
+    field the phrase states (the other fields stay the model's); None when they agree."""
+    found = parse_absolute(value, param)
+    if found is None:
+        return None
+    written, shape = found
+    local = written.astimezone(now.tzinfo).replace(tzinfo=None) if written.tzinfo else written
+    said = phrase.moment.start.replace(tzinfo=None)
+    fields = phrase.fields & param.fields
+    if param.fmt is None and shape is not None:
+        fields &= DateParam(param.kind, shape).fields
+    corrected = _with(local, said, fields)
+    if corrected is None or corrected == local:
+        return None
+    if written.tzinfo is not None:
+        corrected = corrected.replace(tzinfo=now.tzinfo)
+    return param.write(corrected, None if param.fmt else shape)
