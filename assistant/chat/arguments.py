@@ -37,7 +37,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, UnknownType
 
 from assistant.chat.arguments_dates import (
     DateParam,
@@ -206,10 +206,13 @@ def _problems(schema: dict[str, Any], properties: dict[str, dict[str, Any]], dat
         if isinstance(value, str) and not fits(value, param):
             problems.append(f"{name}: {value!r} is not a valid {param.kind} (expected {param.fmt or 'ISO 8601'})")
     try:
+        Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(schema, format_checker=FormatChecker())
         errors = sorted(validator.iter_errors(present), key=lambda e: list(e.absolute_path))
     except SchemaError as error:  # the tool's own schema is broken: say so rather than fail the call
         return [f"the tool's schema is invalid: {error.message}"]
+    except UnknownType as error:
+        return [f"the tool's schema is invalid: unknown type {error.type!r}"]
     for error in errors:
         path = ".".join(str(p) for p in error.absolute_path)
         if error.validator == "required":

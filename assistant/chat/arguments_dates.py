@@ -59,7 +59,10 @@ class DateParam:
         if self.kind == "date":
             return moment.date().isoformat()
         if self.kind == "time":
-            return moment.timetz().isoformat(timespec="seconds") if self.rfc3339 else moment.strftime("%H:%M")
+            if not self.rfc3339:
+                return moment.strftime("%H:%M")
+            offset = moment.strftime("%z") or "+0000"
+            return f"{moment:%H:%M:%S}{offset[:3]}:{offset[3:]}"
         return moment.isoformat(timespec="seconds")
 
 
@@ -153,6 +156,10 @@ def _with(moment: datetime, source: datetime, fields: frozenset[str]) -> datetim
         return None
 
 
+def _shape_fields(shape: str | None) -> frozenset[str]:
+    return KIND_FIELDS["date-time"] if shape is None else DateParam("date-time", shape).fields
+
+
 def resolve(value: str, param: DateParam, now: datetime) -> tuple[str, Moment] | None:
     """A value that is not absolute but a phrase :mod:`when` understands ("tomorrow at 3pm"),
     written in the parameter's format; None otherwise."""
@@ -170,7 +177,10 @@ def reformat(value: str, param: DateParam) -> str | None:
     if found is None:
         return None
     moment, shape = found
-    dropped = (KIND_FIELDS["date-time"] if shape is None else DateParam("date-time", shape).fields) - param.fields
+    holds = _shape_fields(shape)
+    dropped = holds - param.fields
+    if param.fields - holds:
+        return None  # "15:30" is no date-time: resolved as a phrase instead
     if dropped - {"time"} or ("time" in dropped and moment.time() != time(0)):
         return None  # "2023-03-25 14:00:00" is not rewritten as "%Y-%m-%d": the 14:00 would be lost
     written = param.write(moment)
@@ -211,9 +221,7 @@ def disagreement(value: str, param: DateParam, phrase: FoundMoment, now: datetim
     written, shape = found
     local = written.astimezone(now.tzinfo).replace(tzinfo=None) if written.tzinfo else written
     said = phrase.moment.start.replace(tzinfo=None)
-    fields = phrase.fields & param.fields
-    if param.fmt is None and shape is not None:
-        fields &= DateParam(param.kind, shape).fields
+    fields = phrase.fields & param.fields & _shape_fields(shape)
     corrected = _with(local, said, fields)
     if corrected is None or corrected == local:
         return None
