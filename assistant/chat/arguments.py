@@ -36,9 +36,6 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError, UnknownType
-
 from assistant.chat.arguments_dates import (
     DateParam,
     date_param,
@@ -205,6 +202,11 @@ def _problems(schema: dict[str, Any], properties: dict[str, dict[str, Any]], dat
         value = present.get(name)
         if isinstance(value, str) and not fits(value, param):
             problems.append(f"{name}: {value!r} is not a valid {param.kind} (expected {param.fmt or 'ISO 8601'})")
+    # imported here: importing jsonschema can take seconds (its format module builds the optional
+    # rfc3987-syntax grammars), a cost the first checked call pays rather than every start-up
+    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema.exceptions import SchemaError, UnknownType
+
     try:
         Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(schema, format_checker=FormatChecker())

@@ -32,6 +32,8 @@ _SHAPES = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d
            "%H:%M:%S", "%H:%M")
 _CODE_FIELDS = {"Y": "year", "y": "year", "m": "month", "b": "month", "B": "month", "d": "day", "j": "day",
                 "H": "time", "I": "time", "M": "time"}
+# The user's newest messages searched for their words and time phrases (older ones are about other things).
+RECENT_MESSAGES = 10
 KIND_FIELDS: dict[str, frozenset[str]] = {"date-time": frozenset({"year", "month", "day", "time"}),
                                           "date": frozenset({"year", "month", "day"}), "time": frozenset({"time"})}
 
@@ -193,7 +195,7 @@ _TODAY_IS = re.compile(r"\btoday(?:'s date)?\s+is\s+", re.IGNORECASE)
 def stated_today(user_text: list[str], now: datetime) -> datetime | None:
     """The day the user says it is ("Today is 2021-09-27"; the newest such statement), at now's time
     of day and zone: the reference relative phrases are resolved against in that conversation."""
-    for message in reversed(user_text):
+    for message in reversed(user_text[-RECENT_MESSAGES:]):
         for said in _TODAY_IS.finditer(message.replace("’", "'")):
             found = find_moments(message[said.end():], now)
             if found and found[0].start == 0 and {"month", "day"} <= found[0].fields:
@@ -205,7 +207,7 @@ def user_phrase(param: DateParam, user_text: list[str], now: datetime) -> FoundM
     """The user's phrase a value of this parameter must agree with: the one phrase stating a field
     the parameter holds in the newest user message that has any (None when that message has
     several: which one the value is about is not clear)."""
-    for message in reversed(user_text):
+    for message in reversed(user_text[-RECENT_MESSAGES:]):
         relevant = [f for f in find_moments(message, now) if f.fields & param.fields]
         if relevant:
             return relevant[0] if len(relevant) == 1 else None

@@ -16,6 +16,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from assistant.chat.arguments_dates import RECENT_MESSAGES
 from assistant.commands.when import find_moments
 
 # Prepositions, articles and conjunctions that link padding to the core ("... at 2pm in the cafeteria").
@@ -57,17 +58,16 @@ def is_free_text(name: str, schema: dict[str, Any], value: Any) -> bool:
 
 def _runs(value: list[str], message: list[str]) -> list[tuple[int, int, int]]:
     """(length, start in value, start in message) of every maximal common run of words."""
+    where: dict[str, list[int]] = {}
+    for j, word in enumerate(message):
+        where.setdefault(word, []).append(j)
     runs = []
-    previous = [0] * (len(message) + 1)
-    for i in range(1, len(value) + 1):
-        current = [0] * (len(message) + 1)
-        for j in range(1, len(message) + 1):
-            if value[i - 1] == message[j - 1]:
-                current[j] = previous[j - 1] + 1
-        for j in range(1, len(message) + 1):
-            ends = i == len(value) or j == len(message) or value[i] != message[j]
-            if current[j] and ends:
-                runs.append((current[j], i - current[j], j - current[j]))
+    previous: dict[int, int] = {}  # end position in message -> length of the run ending there
+    for i, word in enumerate(value):
+        current = {j: previous.get(j - 1, 0) + 1 for j in where.get(word, ())}
+        for j, length in current.items():
+            if i + 1 == len(value) or j + 1 == len(message) or value[i + 1] != message[j + 1]:
+                runs.append((length, i + 1 - length, j + 1 - length))
         previous = current
     return runs
 
@@ -98,11 +98,11 @@ def keep_user_words(value: str, user_text: list[str], other_values: list[Any], n
     if not words or len(words) > MAX_VALUE_WORDS:
         return None
     lowered = value.strip().lower()
-    if any(lowered in message.lower() for message in user_text):
+    if any(lowered in message.lower() for message in user_text[-RECENT_MESSAGES:]):
         return None  # the user wrote it so
     keys = [w for w, _, _ in words]
     candidates = []  # (length, newest first, run in value, run in message, message, its words)
-    for age, message in enumerate(reversed(user_text)):
+    for age, message in enumerate(reversed(user_text[-RECENT_MESSAGES:])):
         message_words = _words(message)
         if len(message_words) > MAX_MESSAGE_WORDS:
             continue

@@ -422,6 +422,7 @@ _LEADING = "\"'“‘([{<"
 _TRAILING = "\"'”’)]}>.,;:!?"
 # Weekday abbreviations that are also English words ("I sat", "the sun"): a time only when capitalised.
 _WORDLIKE = {"sat", "sun", "wed", "mon"}
+_PART_STARTS = tuple(re.compile(p.pattern.removesuffix(_END)) for _, p in _PARTS)  # a part, whatever follows
 _DOTTED_NUMBER = re.compile(r"^\d{1,2}\.\d{2}$")  # 12.50 is a price more often than a time
 
 
@@ -478,7 +479,12 @@ def find_moments(text: str, now: datetime, default_time: time = DEFAULT_TIME) ->
     found: list[FoundMoment] = []
     i = 0
     while i < len(words):
-        for j in range(min(len(words), i + MAX_PHRASE_WORDS) - 1, i - 1, -1):
+        last = min(len(words), i + MAX_PHRASE_WORDS) - 1
+        head = normalize(text[words[i].start():words[last].end()]).lstrip(_LEADING)
+        if not any(pattern.match(head) for pattern in _PART_STARTS):  # no phrase starts at this word
+            i += 1
+            continue
+        for j in range(last, i - 1, -1):
             start, end = words[i].start(), words[j].end()
             while start < end and text[start] in _LEADING:
                 start += 1
