@@ -21,8 +21,10 @@ phrase rather than a date ("tomorrow at 3pm", resolved), when it is an absolute 
 ISO-like shape than the format named (rewritten), or when it disagrees with the one time phrase of
 the newest user message that has one — only in the fields that phrase states ("3 pm" fixes the time
 and keeps the model's day; "march 19th" keeps the model's year), never when the user typed the
-value itself, and only when the call has a single date/time argument (with two, a start and an
-end, which one the phrase is about is not clear). Unambiguous type slips are coerced ("5" for an
+value itself, and only when the call has a single date/time argument, or two that are an
+interval's start and end and the phrase has an end ("from 2pm to 4pm"); otherwise which argument
+a phrase is about is not clear. "Today is 2021-09-27" in the user's messages makes that day the
+reference for relative phrases (ReviewOptions.conversation_date, when given, wins). Unambiguous type slips are coerced ("5" for an
 integer, an enum value in another case). The schema check uses jsonschema (the reference
 implementation: Draft 2020-12 with its FormatChecker) rather than hand-written checks; formats that
 only a description names ("Format: %Y-%m-%d") are checked here with strptime.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -41,12 +43,13 @@ from assistant.chat.arguments_dates import (
     date_param,
     disagreement,
     fits,
+    phrases_for,
     reformat,
     resolve,
     stated_today,
-    user_phrase,
 )
 from assistant.chat.arguments_words import is_free_text, keep_user_words
+from assistant.commands.when import FoundMoment
 from assistant.llm.base import ToolSpec
 
 
@@ -100,6 +103,8 @@ def review_arguments(spec: ToolSpec, arguments: dict[str, Any], *, user_text: li
     ``user_text``: the user's messages of the conversation, oldest first (the newest matters most)."""
     args, changes = dict(arguments), []
     properties = _properties(spec)
+    if now.tzinfo is None:  # the contract asks for an aware now; a naive one is taken as UTC
+        now = now.replace(tzinfo=UTC)
 
     def change(name: str, after: Any, reason: str) -> None:
         changes.append(Change(name, args[name], after, reason))
@@ -113,9 +118,10 @@ def review_arguments(spec: ToolSpec, arguments: dict[str, Any], *, user_text: li
     dates = {name: p for name, p in ((n, date_param(n, s)) for n, s in properties.items()) if p is not None}
     if options.ground_dates:
         reference = _reference(now, options.conversation_date, user_text)
-        present = [name for name in dates if isinstance(args.get(name), str) and args[name].strip()]
-        for name in present:
-            for after, reason in _ground(args[name], dates[name], user_text, reference, single=len(present) == 1):
+        present = {name: p for name, p in dates.items() if isinstance(args.get(name), str) and args[name].strip()}
+        phrases = phrases_for(present, user_text, reference)
+        for name, param in present.items():
+            for after, reason in _ground(args[name], param, user_text, reference, phrases.get(name)):
                 change(name, after, reason)
     if options.keep_user_words:
         for name, value in list(args.items()):
@@ -125,12 +131,15 @@ def review_arguments(spec: ToolSpec, arguments: dict[str, Any], *, user_text: li
             kept = keep_user_words(value, user_text, others, now)
             if kept is not None:
                 change(name, kept, "kept the user's words")
-    problems = _problems(spec.parameters, properties, dates, args) if options.check_schema else []
+    schema = spec.parameters if isinstance(spec.parameters, dict) else {}
+    problems = _problems(schema, dates, args) if options.check_schema else []
     return Review(args, tuple(changes), tuple(problems))
 
 
 def _properties(spec: ToolSpec) -> dict[str, dict[str, Any]]:
-    properties = (spec.parameters or {}).get("properties") or {}
+    properties = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
+    if not isinstance(properties, dict):
+        return {}
     return {name: schema for name, schema in properties.items() if isinstance(schema, dict)}
 
 
@@ -143,7 +152,7 @@ def _reference(now: datetime, conversation_date: datetime | None, user_text: lis
 
 
 def _ground(value: str, param: DateParam, user_text: list[str], now: datetime,
-            single: bool) -> list[tuple[str, str]]:
+            phrase: FoundMoment | None) -> list[tuple[str, str]]:
     """The successive (value, reason) a date/time value goes through."""
     steps: list[tuple[str, str]] = []
     written = reformat(value, param)
@@ -155,9 +164,8 @@ def _ground(value: str, param: DateParam, user_text: list[str], now: datetime,
             steps.append((resolved[0], f"resolved {value.strip()!r}"))
     current = steps[-1][0] if steps else value
     typed = any(value.strip().lower() in message.lower() for message in user_text)
-    if single and (not typed or steps):  # a date the user typed is never changed
-        phrase = user_phrase(param, user_text, now)
-        corrected = disagreement(current, param, phrase, now) if phrase is not None else None
+    if phrase is not None and (not typed or steps):  # a date the user typed is never changed
+        corrected = disagreement(current, param, phrase, now)
         if corrected is not None and corrected != current:
             steps.append((corrected, f"the user said {phrase.text!r}"))
     return steps
@@ -192,10 +200,10 @@ def _coerce(schema: dict[str, Any] | None, value: Any) -> tuple[Any, str] | None
     return None
 
 
-def _problems(schema: dict[str, Any], properties: dict[str, dict[str, Any]], dates: dict[str, DateParam],
-              args: dict[str, Any]) -> list[str]:
+def _problems(schema: dict[str, Any], dates: dict[str, DateParam], args: dict[str, Any]) -> list[str]:
     """What is still wrong with ``args`` against the schema, one short sentence each."""
-    required = set(schema.get("required") or ())
+    listed = schema.get("required")
+    required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
     present = {k: v for k, v in args.items() if v is not None or k in required}  # null = left out
     problems: list[str] = []
     for name, param in dates.items():

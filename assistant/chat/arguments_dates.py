@@ -13,7 +13,7 @@ when its description names a format (a strftime pattern "%Y-%m-%d %H:%M:%S" or a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from typing import Any, Literal
 
@@ -21,6 +21,9 @@ from assistant.commands.when import FoundMoment, Moment, find_moments, parse_mom
 
 Kind = Literal["date-time", "date", "time"]
 
+# Name words of the two ends of an interval given as two arguments (start_time / end_time).
+START_WORDS = frozenset({"start", "begin", "beginning"})
+END_WORDS = frozenset({"end", "finish"})
 # The last word of a string parameter's name that makes it date/time-typed, and what it holds.
 DATE_NAMES: dict[str, Kind] = {"time": "date-time", "datetime": "date-time", "date": "date", "deadline": "date-time",
                                "start": "date-time", "end": "date-time", "due": "date-time", "when": "date-time"}
@@ -212,6 +215,28 @@ def user_phrase(param: DateParam, user_text: list[str], now: datetime) -> FoundM
         if relevant:
             return relevant[0] if len(relevant) == 1 else None
     return None
+
+
+def phrases_for(params: dict[str, DateParam], user_text: list[str], now: datetime) -> dict[str, FoundMoment]:
+    """The user's phrase each date/time argument must agree with. With one date/time argument, the
+    phrase of :func:`user_phrase`; with two that are the start and the end of an interval, a phrase
+    with an end ("from 2pm to 4pm", "at 3 for an hour") gives both; otherwise none (which argument a
+    phrase is about is not clear)."""
+    if len(params) == 1:
+        (name, param), = params.items()
+        phrase = user_phrase(param, user_text, now)
+        return {name: phrase} if phrase is not None else {}
+    if len(params) != 2:
+        return {}
+    starts = [n for n in params if set(_name_words(n)) & START_WORDS]
+    ends = [n for n in params if set(_name_words(n)) & END_WORDS]
+    if len(starts) != 1 or len(ends) != 1 or starts == ends:
+        return {}
+    phrase = user_phrase(params[starts[0]], user_text, now)
+    if phrase is None or phrase.moment.end is None:
+        return {}
+    end = replace(phrase, moment=Moment(phrase.moment.end, True))
+    return {starts[0]: phrase, ends[0]: end}
 
 
 def disagreement(value: str, param: DateParam, phrase: FoundMoment, now: datetime) -> str | None:

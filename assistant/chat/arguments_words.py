@@ -50,7 +50,8 @@ def is_free_text(name: str, schema: dict[str, Any], value: Any) -> bool:
     holding a value of two words or more."""
     if not isinstance(value, str) or not isinstance(schema, dict):
         return False
-    if schema.get("type", "string") != "string" or any(k in schema for k in ("enum", "format", "pattern", "const")):
+    kind = schema.get("type", "string")
+    if not (kind == "string" or isinstance(kind, list) and "string" in kind) or any(k in schema for k in ("enum", "format", "pattern", "const")):
         return False
     name_words = set(re.split(r"[\s_\-]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).lower()))
     return not name_words & PROTECTED_NAMES and len(value.split()) >= 2 and "@" not in value

@@ -6,6 +6,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from assistant.chat.arguments import Review, ReviewOptions, review_arguments, time_context
 from assistant.llm.base import ToolSpec
@@ -221,3 +223,44 @@ def test_the_callers_arguments_are_not_mutated() -> None:
     arguments = call(time="tomorrow at 3pm")
     review(arguments, "hi")
     assert arguments["time"] == "tomorrow at 3pm"
+
+
+MEETING = ToolSpec("AddMeeting", "", {"type": "object", "properties": {
+    "meeting_topic": {"type": "string"},
+    "start_time": {"type": "string", "description": f"Format: {FORMAT}"},
+    "end_time": {"type": "string", "description": f"Format: {FORMAT}"}}})
+
+
+def test_an_interval_phrase_grounds_a_start_and_an_end_argument() -> None:
+    result = review({"meeting_topic": "budget", "start_time": "2026-11-12 02:00:00", "end_time": "2026-11-12 04:00:00"},
+                    "set up the budget meeting tomorrow from 2pm to 4pm", spec=MEETING)
+    assert (result.arguments["start_time"], result.arguments["end_time"]) == ("2026-11-12 14:00:00",
+                                                                              "2026-11-12 16:00:00")
+    assert [c.reason for c in result.changes] == ["the user said 'tomorrow from 2pm to 4pm'"] * 2
+    # a phrase without an end is about neither argument in particular
+    assert review({"start_time": "2026-11-12 02:00:00", "end_time": "2026-11-12 04:00:00"},
+                  "tomorrow at 2pm", spec=MEETING).changes == ()
+    # from/to are not start/end (ModifyAlarm's from_time is the alarm's old time)
+    alarm = ToolSpec("ModifyAlarm", "", {"type": "object", "properties": {
+        "from_time": {"type": "string"}, "to_time": {"type": "string"}}})
+    assert review({"from_time": "2026-11-12 07:00:00", "to_time": "2026-11-12 08:00:00"},
+                  "I want it to be 9:00AM to 10:00AM", spec=alarm).changes == ()
+
+
+def test_a_naive_now_and_odd_schemas_do_not_raise() -> None:
+    naive = review_arguments(AGENDA, call(time="tomorrow at 3pm"), user_text=["hi"], now=datetime(2026, 11, 11, 10))
+    assert naive.arguments["time"] == "2026-11-12 15:00:00"
+    for parameters in ({}, {"type": "object"}, {"properties": []}, {"properties": {"a": "x"}, "required": 3}):
+        assert review_arguments(ToolSpec("T", "", parameters), {"a": "tomorrow"}, user_text=[], now=NOW).arguments \
+            == {"a": "tomorrow"}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.dictionaries(st.sampled_from(["token", "content", "time", "location", "priority", "repeat", "x"]),
+                              st.one_of(st.text(max_size=40), st.integers(), st.none(), st.booleans(),
+                                        st.sampled_from(["tomorrow at 3pm", "03:00", "2026-02-30 10:00:00", "HIGH",
+                                                         "at 25:00", "the 31st", "Meeting at 2pm."]))),
+       users=st.lists(st.text(max_size=60), max_size=3))
+def test_review_never_raises(values: dict, users: list[str]) -> None:
+    result = review_arguments(AGENDA, values, user_text=users, now=NOW)
+    assert set(result.arguments) == set(values)
