@@ -43,6 +43,7 @@ from assistant.chat.arguments_dates import (
     date_param,
     disagreement,
     fits,
+    parse_absolute,
     phrases_for,
     reformat,
     resolve,
@@ -158,7 +159,8 @@ def _ground(value: str, param: DateParam, user_text: list[str], now: datetime,
     written = reformat(value, param)
     if written is not None:
         steps.append((written, f"written as {param.fmt}"))
-    elif not fits(value, param):
+    elif not fits(value, param) and (param.declared or parse_absolute(value, param) is None):
+        # (a date-named argument with no format named keeps an absolute value in its own shape)
         resolved = resolve(value, param, now)
         if resolved is not None and resolved[0] != value:
             steps.append((resolved[0], f"resolved {value.strip()!r}"))
@@ -208,7 +210,7 @@ def _problems(schema: dict[str, Any], dates: dict[str, DateParam], args: dict[st
     problems: list[str] = []
     for name, param in dates.items():
         value = present.get(name)
-        if isinstance(value, str) and not fits(value, param):
+        if param.declared and isinstance(value, str) and not fits(value, param):
             problems.append(f"{name}: {value!r} is not a valid {param.kind} (expected {param.fmt or 'ISO 8601'})")
     # imported here: importing jsonschema can take seconds (its format module builds the optional
     # rfc3987-syntax grammars), a cost the first checked call pays rather than every start-up

@@ -28,7 +28,10 @@ END_WORDS = frozenset({"end", "finish"})
 DATE_NAMES: dict[str, Kind] = {"time": "date-time", "datetime": "date-time", "date": "date", "deadline": "date-time",
                                "start": "date-time", "end": "date-time", "due": "date-time", "when": "date-time"}
 _STRFTIME = re.compile(r"%[a-zA-Z](?:[-/:.,\sT]{0,3}%[a-zA-Z])*")
-_EXAMPLE = re.compile(r"YYYY[-/.]MM[-/.]DD(?:[ T]HH:MM(?::SS)?)?|(?:DD|MM)[-/.](?:MM|DD)[-/.]YYYY|HH:MM(?::SS)?")
+_EXAMPLE = re.compile(r"(?<![a-z])(?:(?:yyyy[-/.]mm[-/.]dd|dd[-/.]mm[-/.]yyyy|mm[-/.]dd[-/.]yyyy)(?:[ T]hh:mm(?::ss)?)?"
+                      r"|hh:mm(?::ss)?)(?=z?(?![a-z]))", re.IGNORECASE)  # a zone designator Z is not part of it
+# A zone designator after a value ("...T16:00:00Z", "+01:00"): extra information a value may carry.
+_ZONE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
 _EXAMPLE_CODES = (("YYYY", "%Y"), ("HH", "%H"), ("SS", "%S"), ("DD", "%d"))
 # ISO-like shapes a value may have when no format is named (written back in its own shape).
 _SHAPES = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d",
@@ -48,6 +51,7 @@ class DateParam:
     kind: Kind
     fmt: str | None = None
     rfc3339: bool = False  # the schema's "format": "time" (RFC 3339 full-time: seconds and offset)
+    declared: bool = True  # the schema or the description names the format (else: only the name says "date")
 
     @property
     def fields(self) -> frozenset[str]:
@@ -77,7 +81,8 @@ def _name_words(name: str) -> list[str]:
 
 
 def _example_format(example: str) -> str:
-    out = example
+    """"YYYY-MM-DD HH:mm:ss" as a strftime format (any case; MM after an hour is the minute)."""
+    out = example.upper()
     for code, directive in _EXAMPLE_CODES:
         out = out.replace(code, directive)
     # MM is the minute after an hour ("HH:MM"), else the month
@@ -110,7 +115,7 @@ def date_param(name: str, schema: dict[str, Any]) -> DateParam | None:
     if schema_format is not None:
         return None
     words = _name_words(name)
-    return DateParam(DATE_NAMES[words[-1]]) if words and words[-1] in DATE_NAMES else None
+    return DateParam(DATE_NAMES[words[-1]], declared=False) if words and words[-1] in DATE_NAMES else None
 
 
 def parse_absolute(value: str, param: DateParam) -> tuple[datetime, str | None] | None:
@@ -131,11 +136,14 @@ def parse_absolute(value: str, param: DateParam) -> tuple[datetime, str | None] 
 def fits(value: str, param: DateParam) -> bool:
     """Whether ``value`` is written as this parameter asks (a named format, or ISO 8601)."""
     if param.fmt:
-        try:
-            datetime.strptime(value.strip(), param.fmt)
-        except ValueError:
-            return False
-        return True
+        text = value.strip()
+        for candidate in (text, _ZONE.sub("", text)):
+            try:
+                datetime.strptime(candidate, param.fmt)
+            except ValueError:
+                continue
+            return True
+        return False
     parsers = {"date-time": datetime.fromisoformat, "date": date.fromisoformat, "time": time.fromisoformat}
     try:
         parsers[param.kind](value.strip())

@@ -123,6 +123,10 @@ def test_an_iso_value_in_another_shape_is_rewritten_but_never_losing_a_time() ->
     ({"type": "string", "description": "When, as YYYY-MM-DD HH:MM"}, "tomorrow at 3pm", "2026-11-12 15:00"),
     ({"type": "string", "description": "Start as HH:MM"}, "at 3pm", "15:00"),
     ({"type": "string", "description": "The day (DD/MM/YYYY)"}, "tomorrow", "12/11/2026"),
+    ({"type": "string", "description": "in the format of 'dd/mm/yyyy HH:MM'"}, "tomorrow at 3pm", "12/11/2026 15:00"),
+    ({"type": "string", "description": "in the format of 'YYYY-MM-DD HH:mm:ss'"}, "at noon", "2026-11-11 12:00:00"),
+    ({"type": "string", "description": "ISO-8601 (e.g., 'YYYY-MM-DDTHH:MM:SSZ')"}, "tomorrow at 3pm",
+     "2026-11-12T15:00:00"),
 ])
 def test_the_format_comes_from_the_schema_or_the_description(schema: dict, said: str, written: str) -> None:
     spec = ToolSpec("T", "", {"type": "object", "properties": {"at": schema}})
@@ -137,6 +141,22 @@ def test_the_format_comes_from_the_schema_or_the_description(schema: dict, said:
 def test_a_string_named_like_a_date_is_grounded_in_iso(name: str, written: str) -> None:
     spec = ToolSpec("T", "", {"type": "object", "properties": {name: {"type": "string"}}})
     assert review({name: "tomorrow at 3pm"}, "hi", spec=spec).arguments[name] == written
+
+
+def test_a_date_named_argument_without_a_format_keeps_an_absolute_value_and_lists_no_problem() -> None:
+    spec = ToolSpec("Flight", "", {"type": "object", "properties": {
+        "departure_time": {"type": "string", "description": "In 24-hour format, such as '18:45'."},
+        "departure_date": {"type": "string"}}})
+    result = review({"departure_time": "14:00", "departure_date": "16/03/2024"}, "around 14:00 on the 16th",
+                    spec=spec)
+    assert result.changes == () and result.ok
+
+
+def test_a_zone_designator_on_a_value_is_kept() -> None:
+    spec = ToolSpec("T", "", {"type": "object", "properties": {
+        "when": {"type": "string", "description": "ISO-8601 (e.g., 'YYYY-MM-DDTHH:MM:SS')"}}})
+    result = review({"when": "2023-11-01T16:00:00Z"}, "hi", spec=spec)
+    assert result.changes == () and result.ok
 
 
 @pytest.mark.parametrize("name", ["backend", "weekend", "update", "runtime", "time_period", "title"])
