@@ -103,13 +103,12 @@ def date_param(name: str, schema: dict[str, Any]) -> DateParam | None:
     if kind_type != "string" and not (isinstance(kind_type, list) and "string" in kind_type):
         return None
     description = str(schema.get("description") or "")
-    patterns = set(_STRFTIME.findall(description)) | {_example_format(e) for e in _EXAMPLE.findall(description)}
+    patterns = _STRFTIME.findall(description) + [_example_format(e) for e in _EXAMPLE.findall(description)]
     schema_format = schema.get("format")
     if len(patterns) > 1:  # "%Y-%m-%d to %Y-%m-%d": a range in one string, not one date
         return None
     if patterns:
-        fmt = patterns.pop()
-        return DateParam(_kind_of(fmt), fmt)
+        return DateParam(_kind_of(patterns[0]), patterns[0])
     if schema_format in ("date-time", "date", "time"):
         return DateParam(schema_format, rfc3339=schema_format == "time")
     if schema_format is not None:
