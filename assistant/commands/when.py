@@ -410,12 +410,9 @@ def parse_period(text: str, now: datetime) -> tuple[date, int] | None:
     return None if moment is None else (moment.start.date(), 1)
 
 
-# Time phrases inside free text ("add a meeting tomorrow at 2pm with Anna"): the scanner the argument
-# review (assistant/chat/arguments.py) uses to find what the user said about a time, and what
-# exactly the phrase states (a day without a year, a time without a day, ...).
-
+# Time phrases inside free text ("a meeting tomorrow at 2pm with Anna") and what each states, for the
+# argument review (assistant/chat/arguments.py).
 MAX_PHRASE_WORDS = 8  # the longest phrase the scanner tries ("on the 3rd of december 2027 at 18:30" is 7)
-FIELDS = ("year", "month", "day", "time")
 _FULL_DAY = frozenset({"year", "month", "day"})
 _RELATIVE_DAYS = {"day_after", "tomorrow", "today", "tonight", "this_part", "next_week", "weekend", "weekday"}
 _LEADING = "\"'“‘([{<"
@@ -464,11 +461,9 @@ def stated_fields(text: str) -> frozenset[str]:
 
 def _plausible(phrase: str) -> bool:
     """False for phrases that are more likely ordinary words or numbers in free text."""
-    words = phrase.split()
-    if _DOTTED_NUMBER.match(phrase):
-        return False
-    abbreviations = [w for w in words if w.lower().rstrip(".") in _WORDLIKE]
-    return not (abbreviations and all(w.islower() for w in abbreviations))
+    abbreviations = [w for w in phrase.split() if w.lower().rstrip(".") in _WORDLIKE]
+    lower_abbreviations = bool(abbreviations) and all(w.islower() for w in abbreviations)
+    return not (lower_abbreviations or _DOTTED_NUMBER.match(phrase))
 
 
 def find_moments(text: str, now: datetime, default_time: time = DEFAULT_TIME) -> list[FoundMoment]:
