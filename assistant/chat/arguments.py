@@ -89,13 +89,17 @@ class ReviewOptions:
 
 
 
-def time_context(now: datetime) -> str:
-    """One line for the system prompt: the current date, weekday, time and zone."""
+def time_context(now: datetime, conversation_date: datetime | None = None) -> str:
+    """One line for the system prompt: the current date, weekday, time and zone (and the
+    conversation's own date, when one is given and differs)."""
     offset = now.strftime("%z") or "+0000"
     zone = now.tzinfo.key if isinstance(now.tzinfo, ZoneInfo) else (now.tzname() or "UTC")
     utc = f"UTC{offset[:3]}:{offset[3:]}"
     where = "UTC" if offset == "+0000" and zone in ("UTC", "Etc/UTC", "GMT") else f"{zone}, {utc}"
-    return f"Current date and time: {now:%A %Y-%m-%d %H:%M} ({where})."
+    line = f"Current date and time: {now:%A %Y-%m-%d %H:%M} ({where})."
+    if conversation_date is not None and conversation_date.date() != now.date():
+        line += f" The conversation is dated {conversation_date:%A %Y-%m-%d}: \"today\" means that day."
+    return line
 
 
 def review_arguments(spec: ToolSpec, arguments: dict[str, Any], *, user_text: list[str], now: datetime,

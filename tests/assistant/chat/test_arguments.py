@@ -42,6 +42,8 @@ def test_time_context_names_weekday_date_time_and_zone() -> None:
     assert time_context(NOW) == "Current date and time: Wednesday 2026-11-11 10:00 (Europe/Berlin, UTC+01:00)."
     assert time_context(datetime(2026, 7, 1, 8, 5, tzinfo=ZoneInfo("UTC"))) == \
         "Current date and time: Wednesday 2026-07-01 08:05 (UTC)."
+    assert time_context(NOW, datetime(2021, 9, 27)).endswith(
+        "(Europe/Berlin, UTC+01:00). The conversation is dated Monday 2021-09-27: \"today\" means that day.")
 
 
 def test_a_relative_time_is_resolved_in_the_format_the_description_names() -> None:
