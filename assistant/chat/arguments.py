@@ -129,11 +129,12 @@ def review_arguments(spec: ToolSpec, arguments: dict[str, Any], *, user_text: li
             for after, reason in _ground(args[name], param, user_text, reference, phrases.get(name)):
                 change(name, after, reason)
     if options.keep_user_words:
+        timed = any(isinstance(args.get(name), str) and args[name].strip() for name in dates)
         for name, value in list(args.items()):
             if name in dates or not is_free_text(name, properties.get(name, {}), value):
                 continue
             others = [v for other, v in args.items() if other != name]
-            kept = keep_user_words(value, user_text, others, now)
+            kept = keep_user_words(value, user_text, others, now, times_elsewhere=timed)
             if kept is not None:
                 change(name, kept, "kept the user's words")
     schema = spec.parameters if isinstance(spec.parameters, dict) else {}

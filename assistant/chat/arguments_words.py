@@ -4,8 +4,8 @@ A small model pads what it copies: the user asks for "a meeting with the marketi
 2pm" and the call's ``content`` becomes "Meeting with the marketing team at 2pm tomorrow at 9:00 AM.".
 The rule here is deliberately narrow: the value's longest run of words that the user also wrote
 (case-insensitive, word by word) is its core, and the value becomes the user's span only when
-everything else in it is padding — time phrases (found by :func:`assistant.commands.when.find_moments`),
-words that another argument of the same call already holds (a place in ``location``), the small
+everything else in it is padding — time phrases (found by :func:`assistant.commands.when.find_moments`)
+when the call has a date/time argument that holds the time, words that another argument already holds (a place in ``location``), the small
 closed class of :data:`CONNECTORS` between them, and a trailing full stop. Anything else left over
 (a word the model added on purpose, a question mark) keeps the value as it is.
 """
@@ -73,12 +73,14 @@ def _runs(value: list[str], message: list[str]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _is_padding(rest: str, other_words: set[str], now: datetime, trailing: bool) -> tuple[bool, bool]:
-    """(all of ``rest`` is padding, some of it restates a time or another argument)."""
+def _is_padding(rest: str, other_words: set[str], now: datetime, trailing: bool,
+                times: bool) -> tuple[bool, bool]:
+    """(all of ``rest`` is padding, some of it restates a time or another argument); ``times``:
+    whether a time phrase restates another argument (the call has a date/time argument)."""
     if _PADDING_PUNCTUATION.match(rest):
         return (trailing or not rest.strip()), False
     covered = [False] * len(rest)
-    for found in find_moments(rest, now):
+    for found in find_moments(rest, now) if times else ():
         covered[found.start:found.end] = [True] * (found.end - found.start)
     restated = any(covered)
     for word, start, end in _words(rest):
@@ -93,8 +95,11 @@ def _is_padding(rest: str, other_words: set[str], now: datetime, trailing: bool)
     return bool(_PADDING_PUNCTUATION.match(leftover)), restated
 
 
-def keep_user_words(value: str, user_text: list[str], other_values: list[Any], now: datetime) -> str | None:
-    """The user's span that ``value`` pads, or None when the value is to stay as it is."""
+def keep_user_words(value: str, user_text: list[str], other_values: list[Any], now: datetime,
+                    times_elsewhere: bool = True) -> str | None:
+    """The user's span that ``value`` pads, or None when the value is to stay as it is.
+    ``other_values``: the call's other arguments; ``times_elsewhere``: whether one of them holds a
+    date or time (else a time phrase in the value is its content, not padding: "call mom at 5")."""
     words = _words(value)
     if not words or len(words) > MAX_VALUE_WORDS:
         return None
@@ -114,8 +119,8 @@ def keep_user_words(value: str, user_text: list[str], other_values: list[Any], n
     for negative, _, at, their, message, message_words in sorted(candidates, key=lambda c: c[:2])[:MAX_CORES]:
         length = -negative
         head, tail = value[:words[at][1]], value[words[at + length - 1][2]:]
-        head_ok, head_restated = _is_padding(head, other_words, now, trailing=False)
-        tail_ok, tail_restated = _is_padding(tail, other_words, now, trailing=True)
+        head_ok, head_restated = _is_padding(head, other_words, now, False, times_elsewhere)
+        tail_ok, tail_restated = _is_padding(tail, other_words, now, True, times_elsewhere)
         only_stop = not head.strip() and tail.strip() == "."
         if head_ok and tail_ok and (head_restated or tail_restated or only_stop):
             span = message[message_words[their][1]:message_words[their + length - 1][2]]

@@ -194,6 +194,11 @@ def test_free_text_left_alone_when_unsure(content: str, users: list[str]) -> Non
     assert review(call(content=content), *users).arguments["content"] == content
 
 
+def test_a_time_in_free_text_stays_when_no_argument_holds_it() -> None:
+    todo = ToolSpec("AddTodo", "", {"type": "object", "properties": {"title": {"type": "string"}}})
+    assert review({"title": "Call mom at 5pm"}, "add a todo: call mom", "at 5pm", spec=todo).changes == ()
+
+
 def test_identifiers_secrets_and_single_words_are_not_free_text() -> None:
     spec = ToolSpec("Login", "", {"type": "object", "properties": {
         "username": {"type": "string"}, "password": {"type": "string"}, "title": {"type": "string"}}})

@@ -39,6 +39,12 @@ def test_left_alone(value: str, users: list[str]) -> None:
     assert keep_user_words(value, users, [], NOW) is None
 
 
+def test_a_time_is_padding_only_when_another_argument_holds_it() -> None:
+    assert keep_user_words("Call mom at 5pm", ["add a todo: call mom", "at 5pm"], [], NOW) == "call mom"
+    assert keep_user_words("Call mom at 5pm", ["add a todo: call mom", "at 5pm"], [], NOW,
+                           times_elsewhere=False) is None
+
+
 @pytest.mark.parametrize(("name", "schema", "value", "free"), [
     ("content", {"type": "string"}, "Call mom", True),
     ("content", {"type": ["string", "null"]}, "Call mom", True),
