@@ -4,7 +4,7 @@ parameters take a date or time, in which format, and what a value becomes once g
 
 A parameter is date/time-typed when its schema says ``"format": "date-time" | "date" | "time"``,
 when its description names a format (a strftime pattern "%Y-%m-%d %H:%M:%S" or an example
-"YYYY-MM-DD HH:MM"), or when it is a string whose name is or ends with one of :data:`DATE_NAMES`
+"YYYY-MM-DD HH:MM") or says "ISO 8601" (then any ISO shape will do, and a day alone is a date), or when it is a string whose name is or ends with one of :data:`DATE_NAMES`
 (``time``, ``start_time``, ``dueDate``). Values are written in the format named, else in ISO 8601
 (a date-time with now's offset, a date, or ``HH:MM``; ``HH:MM:SS+01:00`` for the schema's RFC 3339
 ``time``), else, when the model's own value is ISO-like, in that value's own shape.
@@ -30,6 +30,10 @@ DATE_NAMES: dict[str, Kind] = {"time": "date-time", "datetime": "date-time", "da
 _STRFTIME = re.compile(r"%[a-zA-Z](?:[-/:.,\sT]{0,3}%[a-zA-Z])*")
 _EXAMPLE = re.compile(r"(?<![a-z])(?:(?:yyyy[-/.]mm[-/.]dd|dd[-/.]mm[-/.]yyyy|mm[-/.]dd[-/.]yyyy)(?:[ T]hh:mm(?::ss)?)?"
                       r"|hh:mm(?::ss)?)(?=z?(?![a-z]))", re.IGNORECASE)  # a zone designator Z is not part of it
+_ISO = re.compile(r"\bISO[- ]?8601\b", re.IGNORECASE)
+_DATE_ONLY = re.compile(r"^(?!.*\b(?:time|moment|hour|T?\d{1,2}:\d{2})).*\bdate\b", re.IGNORECASE | re.DOTALL)
+# A description that allows a date alone: "ISO 8601 date (2024-05-01) or date-time", "(2024-05-01 or ...)"
+_DAY_ALONE = re.compile(r"\bdate\b(?!\s*(?:-|and|&)?\s*time)|\d{4}-\d{2}-\d{2}(?![T ]?\d{1,2}:\d{2})", re.IGNORECASE)
 # A zone designator after a value ("...T16:00:00Z", "+01:00"): extra information a value may carry.
 _ZONE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
 _EXAMPLE_CODES = (("YYYY", "%Y"), ("HH", "%H"), ("SS", "%S"), ("DD", "%d"))
@@ -52,6 +56,7 @@ class DateParam:
     fmt: str | None = None
     rfc3339: bool = False  # the schema's "format": "time" (RFC 3339 full-time: seconds and offset)
     declared: bool = True  # the schema or the description names the format (else: only the name says "date")
+    day_alone: bool = False  # a day said without a time may be written as an ISO date ("due": "tomorrow")
 
     @property
     def fields(self) -> frozenset[str]:
@@ -113,8 +118,13 @@ def date_param(name: str, schema: dict[str, Any]) -> DateParam | None:
         return DateParam(schema_format, rfc3339=schema_format == "time")
     if schema_format is not None:
         return None
+    if _ISO.search(description):  # "ISO 8601 date-time (2024-05-01T14:30)": any ISO 8601 shape is fine
+        kind: Kind = "date" if _DATE_ONLY.search(description) else "date-time"
+        return DateParam(kind, declared=False, day_alone=bool(_DAY_ALONE.search(description)))
     words = _name_words(name)
-    return DateParam(DATE_NAMES[words[-1]], declared=False) if words and words[-1] in DATE_NAMES else None
+    if not words or words[-1] not in DATE_NAMES:
+        return None
+    return DateParam(DATE_NAMES[words[-1]], declared=False, day_alone=words[-1] not in ("time", "datetime"))
 
 
 def parse_absolute(value: str, param: DateParam) -> tuple[datetime, str | None] | None:
@@ -178,6 +188,8 @@ def resolve(value: str, param: DateParam, now: datetime) -> tuple[str, Moment] |
     moment = parse_moment(value, now)
     if moment is None:
         return None
+    if not moment.has_time and param.kind == "date-time" and param.day_alone:
+        return moment.start.date().isoformat(), moment  # "tomorrow" is a day (ISO 8601 allows a date alone)
     return param.write(moment.start), moment
 
 

@@ -161,6 +161,12 @@ def test_a_zone_designator_on_a_value_is_kept() -> None:
     assert result.changes == () and result.ok
 
 
+@pytest.mark.parametrize(("name", "written"), [("deadline", "2026-11-12"), ("start_time", "2026-11-12T09:00:00+01:00")])
+def test_a_day_without_a_time_is_a_date_where_the_parameter_allows_one(name: str, written: str) -> None:
+    spec = ToolSpec("T", "", {"type": "object", "properties": {name: {"type": "string"}}})
+    assert review({name: "tomorrow"}, "hi", spec=spec).arguments[name] == written
+
+
 @pytest.mark.parametrize("name", ["backend", "weekend", "update", "runtime", "time_period", "title"])
 def test_other_names_are_not_dates(name: str) -> None:
     spec = ToolSpec("T", "", {"type": "object", "properties": {name: {"type": "string"}}})

@@ -22,8 +22,17 @@ NOW = datetime(2026, 11, 11, 10, 0, tzinfo=ZoneInfo("Europe/Berlin"))
     ("at", {"type": "string", "format": "date-time"}, DateParam("date-time")),
     ("at", {"type": "string", "format": "time"}, DateParam("time", rfc3339=True)),
     ("start_time", {"type": "string"}, DateParam("date-time", declared=False)),
-    ("dueDate", {"type": "string"}, DateParam("date", declared=False)),
-    ("when", {}, DateParam("date-time", declared=False)),
+    ("dueDate", {"type": "string"}, DateParam("date", declared=False, day_alone=True)),
+    ("when", {}, DateParam("date-time", declared=False, day_alone=True)),
+    # this project's tools say "ISO 8601" (assistant/tools/reminders.py, tasks.py, calendar.py)
+    ("at", {"type": "string", "description": "When, as an ISO 8601 date and time, e.g. 2025-03-01T09:30."},
+     DateParam("date-time", declared=False)),
+    ("due", {"type": "string", "description": "ISO 8601 date (2024-05-01) or date-time (2024-05-01T17:00)."},
+     DateParam("date-time", declared=False, day_alone=True)),
+    ("start", {"type": "string", "description": "First day or moment, ISO 8601 (2024-05-01 or 2024-05-01T09:00)"},
+     DateParam("date-time", declared=False, day_alone=True)),
+    ("birthday", {"type": "string", "description": "The birthday, ISO 8601 date."}, DateParam("date", declared=False,
+                                                                                            day_alone=True)),
 ])
 def test_date_params_and_their_formats(name: str, schema: dict, expected: DateParam) -> None:
     assert date_param(name, schema) == expected
