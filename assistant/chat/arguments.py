@@ -222,6 +222,7 @@ def _problems(schema: dict[str, Any], dates: dict[str, DateParam], args: dict[st
     from jsonschema import Draft202012Validator, FormatChecker
     from jsonschema.exceptions import SchemaError, UnknownType
 
+    schema = _items_enums(schema)
     try:
         Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(schema, format_checker=FormatChecker())
@@ -242,3 +243,20 @@ def _problems(schema: dict[str, Any], dates: dict[str, DateParam], args: dict[st
         else:
             problems.append(f"{path or '(arguments)'}: {error.message}")
     return problems
+
+
+def _items_enums(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with an enum of plain values written on an array property (a common slip in tool
+    schemas: the allowed values of the items) moved onto its items, as it is meant."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    moved = {}
+    for name, prop in properties.items():
+        if not isinstance(prop, dict) or prop.get("type") != "array":
+            continue
+        enum = prop.get("enum")
+        if isinstance(enum, list) and enum and not any(isinstance(e, list) for e in enum):
+            items = prop.get("items") if isinstance(prop.get("items"), dict) else {}
+            moved[name] = {k: v for k, v in prop.items() if k != "enum"} | {"items": {**items, "enum": enum}}
+    return {**schema, "properties": {**properties, **moved}} if moved else schema

@@ -239,6 +239,14 @@ def test_schema_format_is_checked_and_null_optional_values_count_as_left_out() -
         "at: 'soon' is not a valid date-time (expected ISO 8601)",)
 
 
+def test_an_enum_written_on_an_array_checks_its_items() -> None:
+    spec = ToolSpec("T", "", {"type": "object", "properties": {
+        "metrics": {"type": "array", "items": {"type": "string"}, "enum": ["trust", "view"]}}})
+    assert review({"metrics": ["view"]}, "hi", spec=spec).ok
+    assert review({"metrics": ["views"]}, "hi", spec=spec).problems == (
+        "metrics.0: 'views' is not one of ['trust', 'view']",)
+
+
 def test_a_broken_tool_schema_is_a_problem_not_an_exception() -> None:
     spec = ToolSpec("T", "", {"type": "object", "properties": {"a": {"type": "no-such-type"}}})
     assert review({"a": 1}, "hi", spec=spec).problems[0].startswith("the tool's schema is invalid")
