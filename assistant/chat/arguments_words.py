@@ -26,7 +26,10 @@ PROTECTED_NAMES = frozenset({"password", "passwd", "secret", "token", "key", "id
                              "username", "account", "number", "phone", "path", "file", "query"})
 MAX_VALUE_WORDS = 40  # longer values are documents or questions, not phrases to trim
 MAX_MESSAGE_WORDS = 400  # the word-level match is quadratic: longer user messages are not searched
-MAX_CORES = 5  # the longest common runs tried as the value's core, longest first
+MAX_CORES = 5
+# Whose casing the kept words have: "user" (as the user typed them, the issue's rule) or "model" (the
+# model's own casing of the same words: "Meeting with ..." for the user's "... the meeting with ...").
+CASING = "user"  # the longest common runs tried as the value's core, longest first
 _EDGE = "\"'“”‘’()[]{}<>.,;:!?"
 _PADDING_PUNCTUATION = re.compile(r"^[\s.,;:\-–]*$")
 
@@ -96,7 +99,7 @@ def _is_padding(rest: str, other_words: set[str], now: datetime, trailing: bool,
 
 
 def keep_user_words(value: str, user_text: list[str], other_values: list[Any], now: datetime,
-                    times_elsewhere: bool = True) -> str | None:
+                    times_elsewhere: bool = True, casing: str = CASING) -> str | None:
     """The user's span that ``value`` pads, or None when the value is to stay as it is.
     ``other_values``: the call's other arguments; ``times_elsewhere``: whether one of them holds a
     date or time (else a time phrase in the value is its content, not padding: "call mom at 5")."""
@@ -123,6 +126,9 @@ def keep_user_words(value: str, user_text: list[str], other_values: list[Any], n
         tail_ok, tail_restated = _is_padding(tail, other_words, now, True, times_elsewhere)
         only_stop = not head.strip() and tail.strip() == "."
         if head_ok and tail_ok and (head_restated or tail_restated or only_stop):
-            span = message[message_words[their][1]:message_words[their + length - 1][2]]
+            if casing == "model":
+                span = value[words[at][1]:words[at + length - 1][2]]
+            else:
+                span = message[message_words[their][1]:message_words[their + length - 1][2]]
             return span if span != value else None
     return None

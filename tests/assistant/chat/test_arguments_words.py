@@ -59,3 +59,9 @@ def test_a_time_is_padding_only_when_another_argument_holds_it() -> None:
 ])
 def test_what_counts_as_free_text(name: str, schema: dict, value: str, free: bool) -> None:
     assert is_free_text(name, schema, value) is free
+
+
+def test_the_casing_kept_is_the_users_unless_asked_for_the_models() -> None:
+    value, users = "Meeting with the marketing team at 2pm.", ["The meeting with the marketing team", "at 2pm"]
+    assert keep_user_words(value, users, [], NOW) == "meeting with the marketing team"
+    assert keep_user_words(value, users, [], NOW, casing="model") == "Meeting with the marketing team"
