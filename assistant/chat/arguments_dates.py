@@ -214,13 +214,28 @@ def reformat(value: str, param: DateParam) -> str | None:
 _TODAY_IS = re.compile(r"\btoday(?:'s date)?\s+is\s+", re.IGNORECASE)
 
 
+def _is_date(found: FoundMoment) -> bool:
+    """A calendar date written out ("2021-09-27", "March 3rd"), not a relative day ("monday")."""
+    return {"month", "day"} <= found.fields and any(ch.isdigit() for ch in found.text)
+
+
+def _today_statements(message: str, found: list[FoundMoment]) -> list[tuple[int, int]]:
+    """The character spans of "today is <date>" statements in a message."""
+    spans = []
+    for said in _TODAY_IS.finditer(message.replace("’", "'")):
+        date_said = next((f for f in found if f.start == said.end()), None)
+        if date_said is not None and _is_date(date_said):
+            spans.append((said.start(), date_said.end))
+    return spans
+
+
 def stated_today(user_text: list[str], now: datetime) -> datetime | None:
     """The day the user says it is ("Today is 2021-09-27"; the newest such statement), at now's time
     of day and zone: the reference relative phrases are resolved against in that conversation."""
     for message in reversed(user_text[-RECENT_MESSAGES:]):
         for said in _TODAY_IS.finditer(message.replace("’", "'")):
             found = find_moments(message[said.end():], now)
-            if found and found[0].start == 0 and {"month", "day"} <= found[0].fields:
+            if found and found[0].start == 0 and _is_date(found[0]):
                 return datetime.combine(found[0].moment.start.date(), now.timetz())
     return None
 
@@ -230,7 +245,9 @@ def user_phrase(param: DateParam, user_text: list[str], now: datetime) -> FoundM
     the parameter holds in the newest user message that has any (None when that message has
     several: which one the value is about is not clear)."""
     for message in reversed(user_text[-RECENT_MESSAGES:]):
-        relevant = [f for f in find_moments(message, now) if f.fields & param.fields]
+        found = find_moments(message, now)
+        told = _today_statements(message, found)  # "Today is 2021-10-13" says what today is, not when
+        relevant = [f for f in found if f.fields & param.fields and not any(a <= f.start < b for a, b in told)]
         if relevant:
             return relevant[0] if len(relevant) == 1 else None
     return None

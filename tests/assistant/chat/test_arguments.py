@@ -104,6 +104,10 @@ def test_agreeing_literal_and_ambiguous_values_are_left_alone() -> None:
 def test_the_day_the_user_says_it_is_or_the_conversation_date_is_the_reference() -> None:
     said = review(call(time="tomorrow at 2pm"), "add a meeting tomorrow at 2pm. Today is 2021-09-27")
     assert said.arguments["time"] == "2021-09-28 14:00:00"
+    # the statement of today's date is not a time the value must agree with
+    alarm = review(call(time="2021-10-13 08:00:00"), "8 am tomorrow. Today is 2021-10-13.")
+    assert alarm.arguments["time"] == "2021-10-14 08:00:00"
+    assert alarm.changes[0].reason == "the user said '8 am tomorrow'"
     given = review(call(time="tomorrow at 2pm"), "hi", conversation_date=datetime(2023, 3, 1, 12, 0))
     assert given.arguments["time"] == "2023-03-02 14:00:00"
 
