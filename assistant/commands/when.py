@@ -408,3 +408,91 @@ def parse_period(text: str, now: datetime) -> tuple[date, int] | None:
         return (today, days) if 1 <= days <= MAX_PERIOD_DAYS else None
     moment = parse_moment(said, now)
     return None if moment is None else (moment.start.date(), 1)
+
+
+# Time phrases inside free text ("a meeting tomorrow at 2pm with Anna") and what each states, for the
+# argument review (assistant/chat/arguments.py).
+MAX_PHRASE_WORDS = 8  # the longest phrase the scanner tries ("on the 3rd of december 2027 at 18:30" is 7)
+_FULL_DAY = frozenset({"year", "month", "day"})
+_RELATIVE_DAYS = {"day_after", "tomorrow", "today", "tonight", "this_part", "next_week", "weekend", "weekday"}
+_LEADING = "\"'“‘([{<"
+_TRAILING = "\"'”’)]}>.,;:!?"
+# Weekday abbreviations that are also English words ("I sat", "the sun"): a time only when capitalised.
+_WORDLIKE = {"sat", "sun", "wed", "mon"}
+_PART_STARTS = tuple(re.compile(p.pattern.removesuffix(_END)) for _, p in _PARTS)  # a part, whatever follows
+_DOTTED_NUMBER = re.compile(r"^\d{1,2}\.\d{2}$")  # 12.50 is a price more often than a time
+
+
+@dataclass(frozen=True)
+class FoundMoment:
+    """A time phrase found in a text: the phrase as written, its character span in the text, its
+    resolution and the fields it states (see :func:`stated_fields`)."""
+
+    text: str
+    start: int
+    end: int
+    moment: Moment
+    fields: frozenset[str]
+
+
+def stated_fields(text: str) -> frozenset[str]:
+    """Which of year, month, day and time a phrase fixes by itself: "tomorrow at 3pm" all four,
+    "march 19th" month and day (the year is inferred), "the 20th" the day, "at 3pm" the time (the day
+    is inferred), "tonight" or "in the morning" the day or nothing (a part of the day is no clock
+    time). Empty when ``text`` is not a time phrase."""
+    found: set[str] = set()
+    for name, match in _parts(text) or ():
+        if name in _RELATIVE_DAYS or name == "iso_date":
+            found |= _FULL_DAY
+        elif name == "date":
+            found |= {"month", "day"} | ({"year"} if match.group("y") else set())
+        elif name == "day_of_month":
+            found.add("day")
+        elif name in ("time", "named_time"):
+            found.add("time")
+        elif name == "offset":
+            amount = _amount(match)
+            if amount is not None:
+                value, unit = amount
+                elapsed = unit in ("minutes", "hours") or value != int(value)
+                found |= _FULL_DAY | ({"time"} if elapsed else set())
+    return frozenset(found)
+
+
+def _plausible(phrase: str) -> bool:
+    """False for phrases that are more likely ordinary words or numbers in free text."""
+    abbreviations = [w for w in phrase.split() if w.lower().rstrip(".") in _WORDLIKE]
+    lower_abbreviations = bool(abbreviations) and all(w.islower() for w in abbreviations)
+    return not (lower_abbreviations or _DOTTED_NUMBER.match(phrase))
+
+
+def find_moments(text: str, now: datetime, default_time: time = DEFAULT_TIME) -> list[FoundMoment]:
+    """The time phrases inside ``text``, left to right: at each word, the longest run of at most
+    :data:`MAX_PHRASE_WORDS` words that :func:`parse_moment` understands as a whole (surrounding
+    quotes, brackets and punctuation aside), then on after it."""
+    words = list(re.finditer(r"\S+", text))
+    found: list[FoundMoment] = []
+    i = 0
+    while i < len(words):
+        last = min(len(words), i + MAX_PHRASE_WORDS) - 1
+        head = normalize(text[words[i].start():words[last].end()]).lstrip(_LEADING)
+        if not any(pattern.match(head) for pattern in _PART_STARTS):  # no phrase starts at this word
+            i += 1
+            continue
+        for j in range(last, i - 1, -1):
+            start, end = words[i].start(), words[j].end()
+            while start < end and text[start] in _LEADING:
+                start += 1
+            while end > start and text[end - 1] in _TRAILING:
+                end -= 1
+            phrase = text[start:end]
+            if not phrase or not _plausible(phrase):
+                continue
+            moment = parse_moment(phrase, now, default_time)
+            if moment is not None:
+                found.append(FoundMoment(phrase, start, end, moment, stated_fields(phrase)))
+                i = j + 1
+                break
+        else:
+            i += 1
+    return found

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from assistant.commands.when import normalize, parse_moment, parse_period
+from assistant.commands.when import find_moments, normalize, parse_moment, parse_period, stated_fields
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 11, 10, 0, tzinfo=BERLIN)  # Wednesday 10:00
@@ -153,3 +153,45 @@ def test_the_weekend_seen_from_a_sunday() -> None:
 
 def test_normalize() -> None:
     assert normalize("  Tomorrow’s   AT 3pm?! ") == "tomorrow's at 3pm"
+
+
+# The scanner for time phrases inside free text (used by assistant/chat/arguments.py).
+
+
+@pytest.mark.parametrize(("text", "phrases"), [
+    ("add a meeting with the marketing team tomorrow at 2pm", [("tomorrow at 2pm", at(11, 12, 14))]),
+    ("Meeting with the marketing team at 2pm tomorrow at 9:00 AM.",
+     [("at 2pm tomorrow", at(11, 12, 14)), ("at 9:00 AM", at(11, 12, 9))]),
+    ("It's set for March 19th, 2023 at 9:30 AM.", [("March 19th, 2023 at 9:30 AM", at(3, 19, 9, 30, year=2023))]),
+    ('The content is "Call mom" (tonight).', [("tonight", at(11, 11, 20))]),
+    ("8 am tomorrow. Today is 2021-10-13.",
+     [("8 am tomorrow", at(11, 12, 8)), ("Today", at(11, 11, 9)), ("2021-10-13", at(10, 13, 9, year=2021))]),
+    ("see you on Sat", [("on Sat", at(11, 14, 9))]),
+    ("I sat in the sun", []),  # lower-case weekday abbreviations that are words
+    ("That costs 12.50 euros, for 3 people", []),  # a dotted number is no time, nor a bare number
+    ("Can you tell me today's date?", []),
+    ("", []),
+])
+def test_find_moments_finds_the_longest_phrases_in_text(text: str, phrases: list[tuple[str, datetime]]) -> None:
+    found = find_moments(text, NOW)
+    assert [(f.text, f.moment.start) for f in found] == phrases
+    assert all(text[f.start:f.end] == f.text for f in found)
+
+
+@pytest.mark.parametrize(("said", "fields"), [
+    ("tomorrow at 3pm", {"year", "month", "day", "time"}),
+    ("tomorrow", {"year", "month", "day"}),
+    ("at 3 pm", {"time"}),
+    ("noon", {"time"}),
+    ("march 19th", {"month", "day"}),
+    ("march 19th 2023 at 9:30", {"year", "month", "day", "time"}),
+    ("the 20th", {"day"}),
+    ("2023-03-19", {"year", "month", "day"}),
+    ("in 2 hours", {"year", "month", "day", "time"}),
+    ("in 3 days", {"year", "month", "day"}),
+    ("tonight", {"year", "month", "day"}),  # a part of the day is no clock time
+    ("in the morning", set()),
+    ("a banana", set()),
+])
+def test_stated_fields_are_what_the_phrase_itself_fixes(said: str, fields: set[str]) -> None:
+    assert stated_fields(said) == fields
