@@ -93,7 +93,10 @@ def test_errors_are_reported_to_the_model_not_raised() -> None:
     result = run(model)
     errors = {r.call.name: r.error for r in result.records}
     assert "unknown or disabled tool 'nope'" in errors["nope"]
-    assert "invalid arguments for get_weather" in errors["get_weather"]
+    # bad arguments do not run: the model is asked once to correct them (a repair round)
+    assert "get_weather did not run: invalid arguments" in errors["get_weather"]
+    assert "location: missing" in errors["get_weather"]
+    assert {r.call.name: r.status for r in result.records}["get_weather"] == "repair"
     assert errors["broken"] == "broken failed: RuntimeError: backend down"
     assert errors["refuses"] == "no such city"
     assert result.content == "Sorry." and len(tool_messages(model, 1)) == 4
@@ -188,7 +191,7 @@ def test_a_gated_call_with_bad_arguments_or_no_gate_is_an_error_and_requests_not
     gate = Gate()
     result = run(model, settings, approvals=gate)
     assert gate.requested == [] and result.approvals == [] and CALLS == []
-    assert result.records[0].status == "error" and "invalid arguments" in result.records[0].error
+    assert result.records[0].status == "repair" and "invalid arguments" in result.records[0].error
     model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0})])
     model.enqueue("Sorry.")
     result = run(model, settings)  # a run nobody can approve (no gate): refused, never run
