@@ -13,6 +13,8 @@ is one the function has and one the answer lists; each value has the schema's ty
 accepted for a number) and is among the accepted values, where ``""`` among them means the parameter
 may be left out; strings are compared after BFCL's normalisation (case-insensitive, without spaces
 and the characters ``,./-_*^``); lists element by element, dictionaries key by key with the same rules.
+Two cases (``live_simple_106-63-0``, ``live_simple_112-68-0``) list no accepted value at all for a
+required parameter (``[]``, meant as "an empty list"): as in BFCL's scoring, no call passes them.
 """
 
 from __future__ import annotations
@@ -51,12 +53,26 @@ class Case:
     def expected(self) -> ToolCall:
         """The answer as a call (for reports): each parameter's first accepted value, "" left out."""
         (name, params), = self.answer.items()
-        return ToolCall("expected", name, {k: v[0] for k, v in params.items() if v and v[0] != ""})
+        return ToolCall("expected", name, _first(params))
+
+
+def _first(accepted: dict[str, list[Any]]) -> dict[str, Any]:
+    return {k: _plain(v[0]) for k, v in accepted.items() if v and v[0] != ""}
+
+
+def _plain(value: Any) -> Any:
+    """An accepted value as a plain one (a dict in an answer maps its keys to accepted values)."""
+    if isinstance(value, dict):
+        return _first(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def to_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A BFCL parameter schema as JSON schema: ``dict`` -> object, ``float`` -> number, ``tuple`` ->
-    array, ``any`` -> no type; enum, required, default, description and the rest kept."""
+    array, ``any`` -> no type; enum, required, default, description and the rest kept (an enum on an
+    array, which BFCL means for its elements, moves to ``items``)."""
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "type":
@@ -69,6 +85,8 @@ def to_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
             out["items"] = to_json_schema(value)
         else:
             out[key] = value
+    if out.get("type") == "array" and "enum" in out and isinstance(out.get("items"), dict):
+        out["items"].setdefault("enum", out.pop("enum"))  # BFCL's enum of an array is its items'
     return out
 
 
