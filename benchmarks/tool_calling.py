@@ -25,7 +25,8 @@ Rows (``--rows``): the cumulative configurations of :mod:`benchmarks._tool_rows`
 before issue 20's switches and with each one added; without it, one row with the settings' defaults.
 Per row and dataset: tool name %, arguments % (exact / AST), lenient %, generation time per sample,
 and the loop's own time (wall time minus the time spent waiting for the model) against it; per model,
-tokens/s of generation in the same run, so accuracy can be set against speed.
+tokens/s of generation in the same run (completion tokens over the time spent waiting for the model,
+prompt processing included: the speed a user waits through), so accuracy can be set against speed.
 
     .venv/bin/python benchmarks/tool_calling.py [--dataset apibank|bfcl|both] [--limit N] [--rows]
         [--model ID | --models A,B] [--now 2023-01-02T09:00:00] [--json]
