@@ -282,6 +282,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     chat = ChatService(queue, conversations, inference, metrics, analytics, memory=memory, memory_settings=mem,
                        toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,
                        approvals=ToolApprovals(catalog.approvals, toolbox, conversations, tool_runs, catalog.audit))
+    metrics.tool_calls = chat.tool_counters.snapshot
     services = Services(
         settings=settings,
         db=db,

@@ -25,12 +25,23 @@ class ToolRun(BaseModel):
     message_id: str = Field(description="The assistant message this call contributed to.")
     iteration: int = Field(description="The loop's model turn (1-based) that asked for the call.")
     tool: str
-    status: str = Field(description="`ok`, `error` (reported to the model) or `approval_required` (did not run).")
-    arguments: dict[str, Any]
+    status: str = Field(description=(
+        "`ok`; `error` (reported to the model); `approval_required` (did not run); `refused` (a write refused "
+        "after flagged content); `flagged` (the `(defence)` pseudo-tool); `prerequisite` (did not run: a value "
+        "it needs, such as a token or an id, must come from another tool first, which the model was then made "
+        "to call); `repair` (did not run: its arguments broke the tool's schema and the model was asked "
+        "once to correct them)."))
+    arguments: dict[str, Any] = Field(description="The arguments the tool ran with (after the review).")
     result: Any = None
     error: str | None = None
     duration_ms: float
     created_at: str
+    defence: dict[str, Any] | None = Field(None, description="The injection defence's verdict on the result.")
+    review: dict[str, Any] | None = Field(None, description=(
+        "What the loop did to the model's arguments before the call: `changes` [{field, before, after, "
+        "reason}] (a relative date resolved, the user's own words kept, an unambiguous coercion), `problems` "
+        "left against the schema, `prerequisite` {parameter, producer} and `repair`. Absent when nothing was "
+        "changed."))
 
 
 class ToolRunList(BaseModel):

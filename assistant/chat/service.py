@@ -53,6 +53,7 @@ import numpy as np
 
 from assistant.agents.profiles import ProfileApplication, ProfileStore
 from assistant.chat.approvals import ToolApprovals
+from assistant.chat.call_review import ToolCallCounters
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop, ToolRecord
 from assistant.chat.tool_runs import DEFENCE_TOOL, ToolRun, ToolRunStore
@@ -169,6 +170,8 @@ class ChatService:
         self.defence: Detector = NoDefence()
         self.neutralise = True
         self.memory_verdicts = VerdictCache()
+        # What the tool loop did to calls (prerequisites, repairs, changed arguments), for /metrics.
+        self.tool_counters = ToolCallCounters()
 
     @property
     def tool_names(self) -> list[str]:
@@ -313,7 +316,8 @@ class ChatService:
         try:
             if use_tools:
                 gate = self.approvals.gate(user_id, conversation_id, reply_id) if self.approvals is not None else None
-                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate, guard=guard)
+                loop = ToolLoop(self.queue, self.toolbox.registry, self.tool_settings, approvals=gate, guard=guard,
+                                counters=self.tool_counters)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, enabled):
                     if event.type is LoopEventType.MESSAGE_DELTA:

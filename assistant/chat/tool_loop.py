@@ -27,9 +27,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from datetime import datetime
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
+from assistant.chat.call_review import CallReviewer, ToolCallCounters
+from assistant.chat.loop_events import LoopEvent, LoopEventType, timeline  # noqa: F401 (re-exported)
 from assistant.config import ToolCallingSettings
 from assistant.defence.types import Source, Verdict
 from assistant.defence.wrap import DATA_RULE, PromptGuard
@@ -50,67 +53,6 @@ MALFORMED_FEEDBACK = (
     "Your last reply looked like a tool call but it is not valid JSON of the form "
     '{"name": "<tool name>", "arguments": {...}}. Call a tool with exactly that, or answer in plain text.'
 )
-
-
-class LoopEventType(StrEnum):
-    RUN_START = "run-start"
-    MODEL_START = "model-start"
-    MESSAGE_DELTA = "message-delta"  # a piece of the final answer, as it is generated
-    MODEL_END = "model-end"
-    TOOL_START = "tool-start"
-    TOOL_END = "tool-end"
-    APPROVAL_REQUIRED = "approval-required"
-    RUN_END = "run-end"
-
-
-@dataclass(frozen=True)
-class LoopEvent:
-    type: LoopEventType
-    iteration: int
-    data: dict[str, Any] = field(default_factory=dict)
-    at: float = field(default_factory=time.perf_counter)  # seconds, for timelines
-
-    def summary(self) -> str:
-        """One line for a log or a notebook."""
-        d = self.data
-        match self.type:
-            case LoopEventType.RUN_START:
-                return f"run-start: tools {', '.join(d.get('tools', [])) or 'none'}"
-            case LoopEventType.MODEL_END:
-                calls = ", ".join(f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})"
-                                  for c in d.get("tool_calls", []))
-                return f"[{self.iteration}] model-end: " + (f"calls {calls}" if calls else f"answer {d.get('content', '')!r}")
-            case LoopEventType.TOOL_START:
-                return f"[{self.iteration}] tool-start: {d['name']}({json.dumps(d['arguments'], ensure_ascii=False)})"
-            case LoopEventType.TOOL_END:
-                outcome = f"error {d['error']}" if d.get("error") else _dump(d.get("result"))[:200]
-                return f"[{self.iteration}] tool-end: {d['name']} in {d['duration_ms']:.1f} ms -> {outcome}"
-            case LoopEventType.RUN_END:
-                return f"run-end: {d['finish_reason']} after {self.iteration} model turn(s)"
-        return f"[{self.iteration}] {self.type.value}"
-
-
-def timeline(events: Iterable[LoopEvent]) -> list[dict[str, Any]]:
-    """Model turns and tool runs as ``{lane, label, start_ms, end_ms}`` rows (ms from the run's
-    start), for a Gantt chart of where a run's time went."""
-    events = list(events)
-    if not events:
-        return []
-    origin = events[0].at
-    rows, open_model, open_tools = [], {}, {}
-    for e in events:
-        ms = (e.at - origin) * 1000
-        if e.type is LoopEventType.MODEL_START:
-            open_model[e.iteration] = ms
-        elif e.type is LoopEventType.MODEL_END and e.iteration in open_model:
-            rows.append({"lane": "model", "label": f"model turn {e.iteration}", "start_ms": open_model.pop(e.iteration),
-                         "end_ms": ms})
-        elif e.type is LoopEventType.TOOL_START:
-            open_tools[e.data["id"]] = ms
-        elif e.type is LoopEventType.TOOL_END and e.data["id"] in open_tools:
-            rows.append({"lane": f"tool {e.data['name']}", "label": e.data["name"],
-                         "start_ms": open_tools.pop(e.data["id"]), "end_ms": ms})
-    return rows
 
 
 @dataclass(frozen=True)
@@ -175,7 +117,13 @@ class ToolLoop:
         clock: Callable[[], float] = time.monotonic,
         approvals: ApprovalGate | None = None,
         guard: PromptGuard | None = None,
+        now: Callable[[], datetime] | None = None,
+        counters: ToolCallCounters | None = None,
+        conversation_date: datetime | None = None,
     ):
+        self.now = now  # None: the wall clock in settings.timezone
+        self.counters = counters
+        self.conversation_date = conversation_date
         self.approvals = approvals
         self.guard = guard
         self.queue = queue
@@ -252,15 +200,22 @@ class ToolLoop:
         """The run as events; ``message-delta`` events carry the final answer as it is generated and
         the last event, ``run-end``, carries the :class:`LoopResult` under ``result``."""
         s = self.settings
-        messages = list(messages)
-        allowed = {t.name for t in self.registry.tools(enabled)}
-        options = replace(options, tools=self.registry.specs(enabled))
+        tools = self.registry.tools(enabled)
+        allowed = {t.name for t in tools}
+        now = self.now() if self.now is not None else datetime.now(ZoneInfo(s.timezone))
+        reviewer = CallReviewer([t.spec for t in tools], s, now, self.counters, self.conversation_date)
+        messages = reviewer.prompt_messages(list(messages))
+        threshold = options.call_threshold
+        if threshold is None and s.decoding == "constrained":
+            threshold = s.call_threshold
+        options = replace(options, tools=reviewer.shown, call_threshold=threshold)
         deadline = self.clock() + s.total_timeout_secs
         result = LoopResult("", options.model or "", TokenUsage(), 0, "stop")
         usage = TokenUsage()
         answer: list[str] = []
         seen: list[ToolCall] = []  # calls already answered in this run
         turn_options = options
+        next_options: GenerationOptions | None = None  # one turn with other options (a forced call, no tools)
         yield self._event(LoopEventType.RUN_START, 0, tools=sorted(allowed))
         for iteration in range(1, s.max_iterations + 1):
             remaining = deadline - self.clock()
@@ -268,6 +223,7 @@ class ToolLoop:
                 result.finish_reason = "timeout"
                 break
             result.iterations = iteration
+            turn_options, next_options = next_options or turn_options, None
             yield self._event(LoopEventType.MODEL_START, iteration)
             turn = _Turn()
             started = time.perf_counter()
@@ -298,6 +254,7 @@ class ToolLoop:
                 result.records.append(record)
                 yield self._event(LoopEventType.TOOL_END, iteration, id=record.call.id, name=MALFORMED,
                                   result=None, error=record.error, duration_ms=0.0)
+                reviewer.counters.add("malformed")
                 messages += [ChatMessage("assistant", turn.text), ChatMessage("user", MALFORMED_FEEDBACK)]
                 continue
             if not calls:
@@ -313,12 +270,29 @@ class ToolLoop:
                 messages.append(ChatMessage("user", ANSWER_NOW))
                 turn_options = replace(options, tools=())
                 continue
-            seen.extend(calls)
+            turn_options = options
+            decisions = [reviewer.decide(c, messages) for c in calls]
+            calls = [d.call for d in decisions]
+            runnable = [d for d in decisions if d.action == "run"]
+            seen.extend(d.call for d in runnable)
             messages.append(ChatMessage("assistant", "" if turn.state == CALL else turn.text,
                                         tool_calls=tuple(calls)))
-            records = []
-            async for event in self._execute(iteration, calls, allowed, context, result, deadline, records):
+            by_id: dict[str, ToolRecord] = {}
+            for d in decisions:
+                if d.action == "run":
+                    continue
+                status = "error" if d.action == "error" else d.action
+                by_id[d.call.id] = ToolRecord(iteration, d.call, None, d.message, 0.0, status, review=d.review)
+                yield self._event(LoopEventType.TOOL_END, iteration, id=d.call.id, name=d.call.name, result=None,
+                                  error=d.message, duration_ms=0.0, status=status)
+                if d.next_choice is not None and next_options is None:
+                    next_options = replace(options, tool_choice=d.next_choice)
+            ran: list[ToolRecord] = []
+            async for event in self._execute(iteration, [d.call for d in runnable], allowed, context, result,
+                                             deadline, ran, {d.call.id: d.review for d in runnable if d.review}):
                 yield event
+            by_id.update((r.call.id, r) for r in ran)
+            records = [by_id[c.id] for c in calls if c.id in by_id]
             for record in records:
                 payload = {"error": record.error} if record.error else {"result": record.result}
                 text = _dump(payload)
@@ -345,7 +319,8 @@ class ToolLoop:
                           result=result)
 
     async def _execute(self, iteration: int, calls: list[ToolCall], allowed: set[str], context: ToolContext,
-                       result: LoopResult, deadline: float, records: list[ToolRecord]) -> AsyncIterator[LoopEvent]:
+                       result: LoopResult, deadline: float, records: list[ToolRecord],
+                       reviews: dict[str, dict[str, Any]] | None = None) -> AsyncIterator[LoopEvent]:
         """Run the calls (concurrently when ``parallel_tool_execution``), yielding their events;
         the records are appended to ``records`` in call order."""
         s = self.settings
@@ -411,9 +386,12 @@ class ToolLoop:
                 seen = _dump({"result": value})
                 verdict = await asyncio.to_thread(self.guard.inspect, seen, tool_source(call.name), _label(call.name),
                                                   call.id)
-            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status, verdict)
+            review = (reviews or {}).get(call.id)
+            record = ToolRecord(iteration, call, value, error, (time.perf_counter() - start) * 1000, status, verdict,
+                                review)
             emit(LoopEventType.TOOL_END, id=call.id, name=call.name, result=value, error=error,
-                 duration_ms=round(record.duration_ms, 3), defence=verdict.as_dict() if verdict else None)
+                 duration_ms=round(record.duration_ms, 3), defence=verdict.as_dict() if verdict else None,
+                 status=status, review=review)
             return record
 
         async def run_all() -> list[ToolRecord]:

@@ -6,7 +6,9 @@ results are the user's data (a contact, an e-mail, a place): they are sealed lik
 The defence's verdict on a run's result (``ToolRecord.verdict``; ``ToolRun.defence``, its
 ``as_dict()``) is kept without a schema change: a run with a verdict seals
 ``{"__defence__": 1, "result": ..., "defence": {...}}`` in ``result_sealed`` instead of the bare
-result; reading unwraps it (rows written before have no verdict). The chat service records what the
+result; reading unwraps it (rows written before have no verdict). The loop's review of the
+arguments (``ToolRecord.review``: dates resolved, words kept, prerequisites, repairs) travels in the
+same envelope under ``"review"``. The chat service records what the
 defence flagged outside any tool (the user's message, a retrieved memory) as a run of the pseudo-tool
 :data:`DEFENCE_TOOL` (iteration 0, status ``flagged``; like the loop's ``(malformed call)``), so the
 explanation of an answer lists it with its tool runs.
@@ -37,13 +39,16 @@ class ToolRun:
     message_id: str
     iteration: int
     tool: str
-    status: str  # ok | error | approval_required | refused | flagged (a DEFENCE_TOOL record)
+    # ok | error | approval_required | refused | flagged (a DEFENCE_TOOL record) | prerequisite (not run:
+    # another tool must give a value first) | repair (not run: invalid arguments, the model asked again)
+    status: str
     arguments: dict[str, Any]
     result: Any
     error: str | None
     duration_ms: float
     created_at: str
     defence: dict[str, Any] | None = None  # the defence's verdict on the result (Verdict.as_dict())
+    review: dict[str, Any] | None = None  # what the loop did to the arguments (ToolRecord.review)
 
 
 def _dump(value: Any) -> str:
@@ -56,12 +61,12 @@ class ToolRunStore:
         self.db = db
         self.sealer = sealer or Sealer(None)
 
-    def _result(self, row: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
-        """The stored result and the defence's verdict on it (see the module docstring)."""
+    def _result(self, row: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, dict[str, Any] | None]:
+        """The stored result, the defence's verdict on it and the argument review (module docstring)."""
         value = self._open(row, "result_sealed")
-        if isinstance(value, dict) and value.get(ENVELOPE) == 1 and "defence" in value:
-            return value.get("result"), value["defence"]
-        return value, None
+        if isinstance(value, dict) and value.get(ENVELOPE) == 1 and ("defence" in value or "review" in value):
+            return value.get("result"), value.get("defence"), value.get("review")
+        return value, None, None
 
     def _open(self, row: dict[str, Any], column: str) -> Any:
         value = row[column]
@@ -78,11 +83,13 @@ class ToolRunStore:
             for position, r in enumerate(records):
                 defence = r.verdict.as_dict() if r.verdict is not None else None
                 run = ToolRun(str(uuid4()), conversation_id, message_id, r.iteration, r.call.name, r.status,
-                              r.call.arguments, r.result, r.error, round(r.duration_ms, 3), now, defence)
+                              r.call.arguments, r.result, r.error, round(r.duration_ms, 3), now, defence, r.review)
                 stored = None if r.result is None else _dump(r.result)
-                if defence is not None:  # the verdict survives a truncated result
+                if defence is not None or r.review:  # the verdict and the review survive a truncated result
                     result = None if stored is None else json.loads(stored)
-                    stored = json.dumps({ENVELOPE: 1, "result": result, "defence": defence}, ensure_ascii=False)
+                    envelope = {ENVELOPE: 1, "result": result}
+                    envelope.update({k: v for k, v in (("defence", defence), ("review", r.review)) if v})
+                    stored = json.dumps(envelope, ensure_ascii=False, default=str)
                 db.execute(
                     "INSERT INTO tool_runs (id, user_id, conversation_id, message_id, iteration, position, tool, "
                     "status, arguments_sealed, result_sealed, error, duration_ms, created_at) "
@@ -113,8 +120,8 @@ class ToolRunStore:
         )
         runs = []
         for r in rows:
-            result, defence = self._result(r)
+            result, defence, review = self._result(r)
             runs.append(ToolRun(r["id"], r["conversation_id"], r["message_id"], r["iteration"], r["tool"], r["status"],
                                 self._open(r, "arguments_sealed"), result, r["error"], r["duration_ms"],
-                                r["created_at"], defence))
+                                r["created_at"], defence, review))
         return runs

@@ -183,6 +183,17 @@ class ToolCallingSettings(Section):
     argument_hygiene: bool = True
     repair_rounds: int = Field(1, ge=0, le=3)
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r} (for example Europe/Berlin or UTC)") from None
+        return value
+
 
 class CommandsSettings(Section):
     """The shell-command catalog: how an execution is bounded. On Linux every command runs in the

@@ -62,6 +62,12 @@ class GenerationOptions:
     # the tools only described) or a tool's name (a call of that tool). Engines decode a required
     # call under a grammar from its first token (llama.cpp) or pass the choice natively.
     tool_choice: str = "auto"
+    # With tools and tool_choice "auto": None lets the model write freely (a call it starts is then
+    # finished under the grammar); a number makes the engine decide answer-or-call from its
+    # probability that the reply opens a call (>= threshold: a call, decoded under the grammar of the
+    # offered tools from its first token; else an answer). Set by the tool loop from
+    # ToolCallingSettings (decoding, call_threshold); engines without token probabilities ignore it.
+    call_threshold: float | None = None
 
 
 @dataclass(frozen=True)

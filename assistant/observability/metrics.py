@@ -26,6 +26,10 @@ spec's dream counters, prefix ``assistant_dream_`` (:data:`DREAM_PREFIX`; the sp
 ``llm_calls_total`` and ``duration_seconds_total`` (wall time of finished sessions). Every labelled
 series is present at 0 from the start (the label values are fixed), so a dashboard's rate() has a
 baseline before the first dream.
+
+``assistant_tool_call_problems_total{reason}`` counts what the tool loop did to calls before running
+them (assistant/chat/call_review.py): ``unknown_tool``, ``malformed``, ``prerequisite``, ``repair``,
+``invalid_arguments`` (still invalid after the repair round) and ``arguments_changed``.
 """
 
 from __future__ import annotations
@@ -162,6 +166,8 @@ class Metrics:
         self.circuits: Callable[[], dict[str, str]] | None = None  # backend -> breaker state (build_services)
         self.knowledge_graph: Callable[[], GraphFigures] | None = None  # set by build_services with the graph on
         self.dream: Callable[[], dict] | None = None  # dream counters (DreamCounters.snapshot) with dream mode on
+        # what the tool loop did to calls, by reason (ToolCallCounters.snapshot; build_services sets it)
+        self.tool_calls: Callable[[], dict[str, int]] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -279,6 +285,15 @@ class _Collector:
             yield from _graph_metrics(m.knowledge_graph())
         if m.dream is not None:
             yield from dream_metrics(m.dream())
+        if m.tool_calls is not None:
+            calls = Metric("assistant_tool_call_problems",
+                           "Tool calls the loop did not run as the model wrote them, by reason: unknown_tool, "
+                           "malformed, prerequisite (another tool must run first), repair (invalid arguments, "
+                           "the model asked again), invalid_arguments (still invalid after the repair round), "
+                           "arguments_changed (dates resolved, the user's words kept).", "counter")
+            for reason, n in sorted(m.tool_calls().items()):
+                calls.add_sample("assistant_tool_call_problems_total", {"reason": reason}, n)
+            yield calls
 
 
 def dream_metrics(snapshot: dict[str, Any]) -> Iterator[Metric]:

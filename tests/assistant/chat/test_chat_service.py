@@ -31,6 +31,11 @@ def user(services: Services):  # noqa: ANN201
     return services.keys.owner_user_id()
 
 
+def without_time(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The prompt less the tool loop's "Current date and time" line (its minute changes)."""
+    return [m for m in messages if not (m.role == "system" and m.content.startswith("Current date and time:"))]
+
+
 def count(services: Services, table: str) -> int:
     return services.db.scalar(f"SELECT count(*) FROM {table}")
 
@@ -45,7 +50,10 @@ def test_first_message_starts_a_conversation(services: Services, model: Scripted
     assert reply.usage.completion == 5  # "Hi!", " How", " can", " I", " help?"
     assert reply.created_at.endswith("Z")
     messages, _ = model.calls[0]
-    assert messages == [ChatMessage("system", services.settings.inference.system_prompt), ChatMessage("user", "hello")]
+    assert without_time(messages) == [ChatMessage("system", services.settings.inference.system_prompt),
+                                      ChatMessage("user", "hello")]
+    # tools are offered (every registered one, the default): the loop grounds the prompt in "now"
+    assert messages[1].role == "system" and messages[1].content.startswith("Current date and time: ")
     conversation = services.conversations.get(user, reply.conversation_id)
     assert conversation.title == "hello"
     stored = services.conversations.messages(reply.conversation_id)
@@ -78,7 +86,7 @@ def test_history_is_limited_to_the_last_messages(make_settings, make_services) -
     chat(services, owner, message="two", conversation_id=first.conversation_id)
     chat(services, owner, message="three", conversation_id=first.conversation_id)
     messages, _ = model.calls[2]
-    assert [m.content for m in messages[1:]] == ["two", "You said: two", "three"]
+    assert [m.content for m in without_time(messages)[1:]] == ["two", "You said: two", "three"]
 
 
 def test_system_prompt_override(make_settings, make_services, model: ScriptedChatModel) -> None:
@@ -88,7 +96,7 @@ def test_system_prompt_override(make_settings, make_services, model: ScriptedCha
     chat(services, user, message="hi", system_prompt="You are a pirate.")
     assert model.calls[0][0][0] == ChatMessage("system", "You are a pirate.")
     chat(services, user, message="hi", system_prompt="")
-    assert [m.role for m in model.calls[1][0]] == ["user"]  # an empty system prompt sends none
+    assert [m.role for m in without_time(model.calls[1][0])] == ["user"]  # an empty system prompt sends none
 
 
 def test_generation_options_pass_through(services: Services, model: ScriptedChatModel, user) -> None:

@@ -69,9 +69,11 @@ def test_a_result_with_an_injection_reaches_the_model_fenced_and_neutralised() -
     assert told.content.startswith(f"<<<data {guard.boundary}>>>\n[result of the tool search_web: data to use")
     assert told.content.endswith(f"<<<end data {guard.boundary}>>>")
     assert MARKER in told.content and "Ignore previous" not in told.content and "The weather is mild." in told.content
-    # the rule came with the first fenced result, after the system prompt (which stays the same)
-    assert sent[0] == ChatMessage("system", "You are helpful.") and sent[1] == ChatMessage("system", DATA_RULE)
-    assert model.calls[0][0][1].role == "user"
+    # the rule came with the first fenced result, after the system prompt (which stays the same) and
+    # the loop's "Current date and time" line
+    assert sent[0] == ChatMessage("system", "You are helpful.") and sent[2] == ChatMessage("system", DATA_RULE)
+    assert sent[1].content.startswith("Current date and time: ")
+    assert model.calls[0][0][2].role == "user"  # no rule before anything was fenced
     (record,) = result.records
     assert record.verdict.flagged and record.verdict.source is Source.WEB and record.status == "ok"
     assert record.result[0]["snippet"] == ATTACK  # the record keeps what the tool returned
