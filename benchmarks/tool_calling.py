@@ -116,6 +116,7 @@ class Task:
     expected: ToolCall
     score: Callable[[ToolCall | None], Score]
     now: datetime
+    conversation_date: datetime | None = None  # the day the dialogue states, if it states one
 
 
 def _fields(value: Any) -> dict[str, dict[str, str]]:
@@ -209,7 +210,8 @@ def apibank_tasks(samples: list[Sample], apis: dict[str, Api], now: datetime = D
     for s in samples:
         when = now.replace(year=s.date.year, month=s.date.month, day=s.date.day) if s.date else now
         out.append(Task("apibank", s.file, s.history, [stub_tool(apis[n], s.recorded) for n in s.apis if n in apis],
-                        s.expected, lambda called, want=s.expected: (*score(want, called), ""), when))
+                        s.expected, lambda called, want=s.expected: (*score(want, called), ""), when,
+                        when if s.date else None))
     return out
 
 
@@ -248,10 +250,11 @@ class MeteredQueue(InferenceQueue):
                 yield event
 
 
-def make_loop(queue: InferenceQueue, registry: ToolRegistry, settings: ToolCallingSettings,
-              now: datetime) -> ToolLoop:
+def make_loop(queue: InferenceQueue, registry: ToolRegistry, settings: ToolCallingSettings, task: Task) -> ToolLoop:
+    """The loop with the task's "now" (and the conversation's date, when the dialogue gives one)."""
+    dated: dict[str, Any] = {"conversation_date": task.conversation_date} if task.conversation_date else {}
     try:
-        return ToolLoop(queue, registry, settings, now=lambda: now)  # type: ignore[call-arg]
+        return ToolLoop(queue, registry, settings, now=lambda: task.now, **dated)
     except TypeError:  # a loop without `now` (before issue 20's wiring): it uses the clock
         return ToolLoop(queue, registry, settings)
 
@@ -259,15 +262,15 @@ def make_loop(queue: InferenceQueue, registry: ToolRegistry, settings: ToolCalli
 async def run_task(queue: MeteredQueue, task: Task, settings: ToolCallingSettings,
                    options: GenerationOptions) -> Outcome:
     """Run the loop until the first call that ran (see the module's docstring) and score that call."""
-    loop = make_loop(queue, ToolRegistry(task.tools), settings, task.now)
+    loop = make_loop(queue, ToolRegistry(task.tools), settings, task)
     tokens_before = queue.completion_tokens
     started = time.perf_counter()
     generation = 0.0
     turns = 0
     model_started: float | None = None
     started_calls: dict[str, ToolCall] = {}  # the latest call the loop started under each id
-    attempted: ToolCall | None = None  # the first call the loop tried
-    written: ToolCall | None = None  # the first call the model wrote (even one never tried)
+    written: ToolCall | None = None  # the first call the model wrote (the first attempted one)
+    malformed: ToolCall | None = None  # a reply that looked like a call but was none
     scored: ToolCall | None = None
     async with contextlib.aclosing(loop.stream(task.messages, options, ToolContext("benchmark"))) as events:
         async for event in events:
@@ -282,18 +285,17 @@ async def run_task(queue: MeteredQueue, task: Task, settings: ToolCallingSetting
                     first = data["tool_calls"][0]
                     written = ToolCall("written", first["name"], dict(first.get("arguments") or {}))
             elif event.type is LoopEventType.TOOL_START:
-                call = ToolCall(data["id"], data["name"], dict(data.get("arguments") or {}))
+                call = ToolCall(data["id"], data["name"], dict(data.get("arguments") or {}))  # as reviewed
                 started_calls[call.id] = call
-                attempted = attempted or call
             elif event.type is LoopEventType.TOOL_END:
-                attempted = attempted or ToolCall(data["id"], data["name"], {})  # a malformed call: never started
+                malformed = malformed or ToolCall(data["id"], data["name"], {})
                 if not data.get("error") and data.get("status", "ok") == "ok" and data["id"] in started_calls:
                     ran = started_calls[data["id"]]
                     arguments = data.get("arguments")  # what ran, where the loop reports it
                     scored = ToolCall(ran.id, ran.name, dict(arguments)) if isinstance(arguments, dict) else ran
                     break
     wall_ms = (time.perf_counter() - started) * 1000
-    called = scored or attempted or written
+    called = scored or written or malformed
     name_ok, exact, lenient, why = task.score(called)
     return Outcome(task.dataset, task.id, {"name": task.expected.name, "arguments": task.expected.arguments},
                    {"name": called.name, "arguments": called.arguments} if called else None, scored is not None,
