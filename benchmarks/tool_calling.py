@@ -5,7 +5,16 @@ Two datasets, read in place from ``../shared/benchmarks/tool_calling/`` (never c
 - **API-Bank level-1** (Apache-2.0): every annotated API call of the level-1 dialogues is one
   sample: the dialogue up to that call (earlier calls and their results included, as tool messages)
   with the dialogue's APIs as tools — name, description, parameters and (as ``ToolSpec.produces``)
-  output fields from ``all_apis.csv``. Scored: tool name; arguments exactly the annotated
+  output fields from ``all_apis.csv``. **The table's parameter lists are not the interface the
+  dialogues were recorded against** for 117 of the 172 calls (CancelTimedSwitch takes ``switch_time``
+  in the table and ``time`` in every recorded call; Calculator ``infix_expression`` / ``formula``), so
+  with the table alone no model can get those arguments right. ``--schemas recorded`` (the default)
+  takes each API's parameter names from its recorded calls in all the given-desc dialogues (levels 1
+  and 2): required = present in every recorded call; type and description from the table where the
+  name agrees, else the type of the recorded values and, for values all shaped like
+  ``2023-03-19 09:30:00``, the description "Format: %Y-%m-%d %H:%M:%S" (the table's own wording for
+  its time parameters). Only names, types and formats are taken, never a value. ``--schemas table``
+  is the table as it is (the figures before issue 20 were measured so). Scored: tool name; arguments exactly the annotated
   ``param_dict`` (values compared as strings); arguments right up to case and surrounding spaces.
   "Now" is the conversation's date where the dialogue states one ("Today is 2021-10-13", anywhere in
   it: a real assistant always knows the date) at the time of day of ``--now``, else ``--now``
@@ -85,14 +94,16 @@ class Api:
     description: str
     parameters: dict[str, dict[str, str]]
     produces: tuple[str, ...] = ()  # the names of its output fields
+    required: tuple[str, ...] | None = None  # None: every parameter
 
     def spec(self) -> ToolSpec:
         properties = {
             name: {"type": JSON_TYPES[TYPES.get(p.get("type", "str"), str)], "description": p.get("description", "")}
             for name, p in self.parameters.items()
         }
+        required = list(properties) if self.required is None else list(self.required)
         return ToolSpec(self.name, self.description, {"type": "object", "properties": properties,
-                                                      "required": list(properties)}, produces=self.produces)
+                                                      "required": required}, produces=self.produces)
 
 
 @dataclass
@@ -142,6 +153,53 @@ def load_apis(path: Path = DATA / "data" / "all_apis.csv") -> dict[str, Api]:
             apis[name] = Api(name, values.get("description", name), _fields(values.get("input_parameters")),
                              tuple(_fields(values.get("output_parameters"))))
     return apis
+
+
+DIALOGUES = SAMPLES.parent  # level-1-given-desc and level-2-toolsearcher
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def recorded_calls(directory: Path = DIALOGUES) -> dict[str, list[dict[str, Any]]]:
+    """API name -> the ``param_dict`` of every recorded call of it, in every dialogue under ``directory``."""
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(directory.rglob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            turn = json.loads(line) if line.strip() else {}
+            if turn.get("role") == "API" and isinstance(turn.get("param_dict"), dict):
+                calls.setdefault(turn["api_name"], []).append(turn["param_dict"])
+    return calls
+
+
+def _value_type(values: list[Any]) -> str:
+    for name, kind in (("bool", bool), ("int", int), ("float", (int, float)), ("list", list), ("dict", dict)):
+        if all(isinstance(v, kind) for v in values) and (name == "bool" or not any(isinstance(v, bool) for v in values)):
+            return name
+    return "str"
+
+
+def _value_format(values: list[Any]) -> str:
+    if values and all(isinstance(v, str) and _DATETIME.match(v) for v in values):
+        return "Format: %Y-%m-%d %H:%M:%S"
+    if values and all(isinstance(v, str) and _DATE.match(v) for v in values):
+        return "Format: %Y-%m-%d"
+    return ""
+
+
+def recorded_interface(api: Api, calls: list[dict[str, Any]]) -> Api:
+    """``api`` with the parameter names its recorded calls use (see the module docstring)."""
+    if not calls:
+        return api
+    names = list(dict.fromkeys(k for c in calls for k in c))
+    parameters: dict[str, dict[str, str]] = {}
+    for name in names:
+        if name in api.parameters:
+            parameters[name] = api.parameters[name]
+        else:
+            values = [c[name] for c in calls if name in c]
+            parameters[name] = {"type": _value_type(values), "description": _value_format(values)}
+    required = tuple(n for n in names if all(n in c for c in calls))
+    return Api(api.name, api.description, parameters, api.produces, required)
 
 
 def _key(name: str, arguments: dict[str, Any]) -> tuple[str, str]:
@@ -323,11 +381,16 @@ def evaluate(model: ChatModel, tasks: list[Task], settings: ToolCallingSettings 
     return outcomes
 
 
-def load_tasks(dataset: str, limit: int | None, now: datetime) -> list[Task]:
-    """The tasks of ``dataset`` (apibank, bfcl or both), the first ``limit`` of each."""
+def load_tasks(dataset: str, limit: int | None, now: datetime, schemas: str = "recorded") -> list[Task]:
+    """The tasks of ``dataset`` (apibank, bfcl or both), the first ``limit`` of each; API-Bank's tools
+    with the ``schemas`` of the module docstring (recorded or table)."""
     tasks: list[Task] = []
     if dataset in ("apibank", "both"):
-        tasks += apibank_tasks(list(load_samples())[:limit], load_apis(), now)
+        apis = load_apis()
+        if schemas == "recorded":
+            calls = recorded_calls()
+            apis = {name: recorded_interface(api, calls.get(name, [])) for name, api in apis.items()}
+        tasks += apibank_tasks(list(load_samples())[:limit], apis, now)
     if dataset in ("bfcl", "both"):
         tasks += bfcl_tasks(_bfcl.load_cases()[:limit], now)
     return tasks
@@ -347,12 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", action="store_true", help="the cumulative rows before/+constrained/.../+hygiene")
     parser.add_argument("--now", type=_now, default=DEFAULT_NOW,
                         help=f"ISO date-time of 'now' where the dialogue states no date (default {DEFAULT_NOW:%Y-%m-%dT%H:%M})")
+    parser.add_argument("--schemas", choices=("recorded", "table"), default="recorded",
+                        help="API-Bank's parameter lists: from the recorded calls (default) or all_apis.csv as it is")
     parser.add_argument("--json", action="store_true", help="print the summaries and every outcome as JSON")
     args = parser.parse_args(argv)
     from assistant.llm.registry import create_chat_model
 
     models = args.models.split(",") if args.models else [args.model]
-    tasks = load_tasks(args.dataset, args.limit, args.now)
+    tasks = load_tasks(args.dataset, args.limit, args.now, args.schemas)
     outcomes: list[Outcome] = []
     for model_id in models:
         settings = Settings.load(inference={"temperature": 0.0, **({"model": model_id} if model_id else {})})
