@@ -74,7 +74,8 @@ def choose_first(logits: np.ndarray, banned: np.ndarray, temperature: float,
     masked = np.where(banned, -np.inf, np.asarray(logits, dtype=np.float64))
     if temperature <= 0:
         return int(np.argmax(masked))
-    top = np.argpartition(-masked, TOP_K)[:TOP_K]
+    k = min(TOP_K, masked.size)
+    top = np.argpartition(-masked, k - 1)[:k]
     top = top[np.isfinite(masked[top])]
     weights = np.exp((masked[top] - masked[top].max()) / temperature)
     return int((rng or np.random.default_rng()).choice(top, p=weights / weights.sum()))
