@@ -103,6 +103,8 @@ def _prompt_logits(llm: Any, tokens: list[int]) -> tuple[Any, int]:
     the completion that follows starts sampling at once (llama.cpp's exact-prompt cache hit)."""
     import numpy as np
 
+    if len(tokens) >= llm.n_ctx():  # as create_completion says it
+        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
     reused = 0
     for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens, strict=False):
         if a != b:
