@@ -2,12 +2,22 @@
 
 Tool calling: the prompt is rendered by the model's own Jinja chat template with the tool schemas
 (Qwen's template lists them and asks for ``{"name", "arguments"}`` JSON); a template without tool
-support gets the same instructions in the system message. The reply streams as text until its first
-characters show a call (:func:`classify_start`); then the free-running generation stops and the call
-is decoded again under a grammar built from the tools' JSON schemas (llama.cpp's schema-constrained
-sampling), so a call always names a real tool and has well-formed arguments. The second decode
-reuses the KV cache of the prompt, so it costs only the call's own tokens. A request with
-``json_schema`` (and no tools) is decoded under that schema's grammar from its first token.
+support gets the same instructions in the system message. How the reply is decoded follows
+``GenerationOptions.tool_choice``:
+
+- ``required`` or a tool's name: a call from the first token, under a grammar built from the tools'
+  (or the named tool's) JSON schemas (llama.cpp's schema-constrained sampling), so it always names an
+  offered tool and has schema-shaped arguments;
+- ``none``: an answer whose first token cannot open a call (no call parsing);
+- ``auto`` with ``call_threshold`` (constrained decoding): the prompt is evaluated once and the
+  model's probability that the reply opens a call (:mod:`assistant.llm.call_decision`) decides:
+  at or above the threshold a call under the grammar, below it an answer as for ``none``;
+- ``auto`` without a threshold (free decoding, as before): the reply streams as text until its first
+  characters show a call (:func:`classify_start`); then the generation stops and the call is decoded
+  again under the grammar.
+
+Every second decode reuses the KV cache of the prompt, so it costs only its own tokens. A request
+with ``json_schema`` (and no tools) is decoded under that schema's grammar from its first token.
 
 Not thread-safe by itself; :class:`assistant.llm.queue.InferenceQueue` runs one generation at a
 time on its worker thread. Prompt-prefix reuse of llama.cpp's KV cache is measured by wrapping the
@@ -17,6 +27,7 @@ instance's ``generate``: the share of prompt tokens already in the cache is the 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -38,19 +49,24 @@ from assistant.llm.base import (
     TokenUsage,
     ToolCall,
     ToolCalls,
+    ToolSpec,
 )
+from assistant.llm.call_decision import FirstTokens, call_probability, choose_first, decide_call
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
 from assistant.llm.tool_format import (
     ANSWER,
+    AUTO,
     CALL,
     UNDECIDED,
     _grammar_friendly,
     call_schema,
     classify_start,
+    resolve_tool_choice,
     template_messages,
 )
 
 MAX_LOADED = 2
+log = logging.getLogger("assistant.llm")
 
 
 class _Counts:
@@ -81,6 +97,30 @@ def _instrument(llm: Any, counts: _Counts) -> None:
     llm.generate = generate
 
 
+def _prompt_logits(llm: Any, tokens: list[int]) -> tuple[Any, int]:
+    """Evaluate ``tokens`` on top of the longest prefix already in the KV cache and return the
+    next-token logits and the number of reused tokens. The cache then holds exactly the prompt, so
+    the completion that follows starts sampling at once (llama.cpp's exact-prompt cache hit)."""
+    import numpy as np
+
+    if len(tokens) >= llm.n_ctx():  # as create_completion says it
+        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
+    reused = 0
+    for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens, strict=False):
+        if a != b:
+            break
+        reused += 1
+    reused = min(reused, len(tokens) - 1)  # the last token is evaluated again for its logits
+    if reused > 0 and llm._ctx.kv_cache_seq_rm(-1, reused, -1):
+        llm.n_tokens = reused
+    else:
+        llm.reset()
+        reused = 0
+    llm.eval(tokens[reused:])
+    logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+    return logits, reused
+
+
 class LlamaCppChatModel:
     id = "llama-cpp"
 
@@ -92,8 +132,13 @@ class LlamaCppChatModel:
         model_path: Path | None = None,
         threads: int = 2,
         context_length: int = 4096,
+        call_threshold: float | None = None,
     ):
         self.default_model = model
+        # With tool_choice "auto": None lets the model write freely (a call it starts is finished
+        # under the grammar); a number decides call vs answer by the model's call probability.
+        self.call_threshold = call_threshold
+        self.last_call_probability: float | None = None  # of the last constrained "auto" decision
         self.data_dir = Path(data_dir)
         self.model_path = model_path
         self.threads = threads
@@ -101,6 +146,7 @@ class LlamaCppChatModel:
         self.cache_stats = CacheStats()
         self._loaded: OrderedDict[str, tuple[Any, _Counts]] = OrderedDict()
         self._formatters: dict[str, Any] = {}
+        self._first: dict[str, FirstTokens] = {}
         self._load_lock = threading.Lock()
 
     # --- which files -----------------------------------------------------------------------------
@@ -243,14 +289,91 @@ class LlamaCppChatModel:
 
     def _stream_with_tools(self, name: str, llm: Any, counts: _Counts, messages: list[ChatMessage],
                            options: GenerationOptions) -> Iterator[StreamEvent]:
+        mode, callable_tools = resolve_tool_choice(options)
         formatter, has_tools = self._formatter(name, llm)
         rendered = formatter(
             messages=template_messages(messages, options.tools, has_tools),
             tools=[t.openai() for t in options.tools] if has_tools else None,
         )
         stops = [s for s in ([rendered.stop] if isinstance(rendered.stop, str) else rendered.stop or [])]
+        if mode == CALL:  # required, or a named tool: a call from the first token
+            call = self._constrained_call(llm, rendered.prompt, stops, options, callable_tools)
+            prompt_tokens, cached, generated = counts.prompt, counts.cached, counts.generated
+            self._count_cache(counts)
+            yield from self._call_events(name, call, TokenUsage(prompt_tokens, generated, cached))
+            return
+        if self.call_threshold is None and (mode == AUTO or not options.tools):
+            yield from self._stream_free(name, llm, counts, rendered.prompt, stops, options)
+            return
+        # Constrained: the prompt is evaluated once; its last logits decide call or answer.
+        tokens = llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True)
+        logits, reused = _prompt_logits(llm, tokens)
+        self.cache_stats.hits += reused
+        self.cache_stats.misses += len(tokens) - reused
+        first = self._first_tokens(name, llm)
+        if mode == AUTO:
+            self.last_call_probability = call_probability(logits, first.openers)
+            calls = decide_call(self.last_call_probability, self.call_threshold or 0.0)
+            log.debug("p_call %.3f, threshold %s: %s", self.last_call_probability, self.call_threshold,
+                      "call" if calls else "answer")
+            if calls:
+                call = self._constrained_call(llm, tokens, stops, options, callable_tools)
+                yield from self._call_events(name, call, TokenUsage(len(tokens), counts.generated, reused))
+                return
+        yield from self._stream_answer(name, llm, counts, tokens, logits, first, reused, stops, options)
+
+    def _first_tokens(self, name: str, llm: Any) -> FirstTokens:
+        """Which tokens open a call in this model's vocabulary (built once per model, ~0.5 s)."""
+        if name not in self._first:
+            from llama_cpp import llama_cpp as lib
+
+            control = lib.LLAMA_TOKEN_ATTR_CONTROL
+            self._first[name] = FirstTokens.build(
+                llm.n_vocab(), lambda t: llm.detokenize([t], special=True),
+                lambda t: bool(llm._model.token_get_attr(t) & control))
+        return self._first[name]
+
+    @staticmethod
+    def _call_events(name: str, call: ToolCall | None, usage: TokenUsage) -> Iterator[StreamEvent]:
+        if call is not None:
+            yield ToolCalls((call,))
+        yield Finished(name, usage, "tool_calls" if call else "length")
+
+    def _stream_answer(self, name: str, llm: Any, counts: _Counts, tokens: list[int], logits: Any,
+                       first: FirstTokens, reused: int, stops: list[str],
+                       options: GenerationOptions) -> Iterator[StreamEvent]:
+        """An answer whose first token (chosen here from the prompt's logits) cannot open a call; the
+        rest streams from llama.cpp, which evaluates only that one token on top of the cached prompt."""
+        token = choose_first(logits, first.banned, options.temperature)
+        yield Delta(llm.detokenize([token], prev_tokens=tokens).decode("utf-8", errors="replace"))
+        if options.max_tokens <= 1:  # llama.cpp reads max_tokens <= 0 as "no limit"
+            yield Finished(name, TokenUsage(len(tokens), 1, reused), "length")
+            return
+        chunks = llm.create_completion([*tokens, token], temperature=options.temperature,
+                                       max_tokens=options.max_tokens - 1, stop=stops, stream=True)
+        finish_reason = "stop"
+        try:
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                if choice.get("text"):
+                    yield Delta(choice["text"])
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
+                if options.should_stop is not None and options.should_stop():
+                    finish_reason = "cancelled"
+                    break
+        finally:
+            chunks.close()
+            generated = counts.generated
+        completion = 1 + generated - (1 if finish_reason == "stop" and generated else 0)
+        yield Finished(name, TokenUsage(len(tokens), completion, reused), finish_reason)
+
+    def _stream_free(self, name: str, llm: Any, counts: _Counts, prompt: str, stops: list[str],
+                     options: GenerationOptions) -> Iterator[StreamEvent]:
+        """The model writes freely; a reply whose first characters open a call is decoded again as a
+        call under the grammar (the behaviour before constrained decoding)."""
         chunks = llm.create_completion(
-            rendered.prompt, temperature=options.temperature, max_tokens=options.max_tokens, stop=stops, stream=True,
+            prompt, temperature=options.temperature, max_tokens=options.max_tokens, stop=stops, stream=True,
         )
         # With no tools offered (the loop wants an answer now) every token is the answer.
         buffered, state, finish_reason = "", UNDECIDED if options.tools else ANSWER, "stop"
@@ -283,20 +406,23 @@ class LlamaCppChatModel:
             completion = generated - (1 if finish_reason == "stop" and generated else 0)
             yield Finished(name, TokenUsage(prompt_tokens, completion, cached), finish_reason)
             return
-        call = self._constrained_call(llm, rendered.prompt, stops, options)
+        call = self._constrained_call(llm, prompt, stops, options, options.tools)
         generated += counts.generated
         self._count_cache(counts)
         if call is not None:
             yield ToolCalls((call,))
         yield Finished(name, TokenUsage(prompt_tokens, generated, cached), "tool_calls" if call else "stop")
 
-    def _constrained_call(self, llm: Any, prompt: str, stops: list[str], options: GenerationOptions) -> ToolCall | None:
-        """Decode the call under a grammar that admits only well-formed calls of the offered tools."""
+    def _constrained_call(self, llm: Any, prompt: str | list[int], stops: list[str], options: GenerationOptions,
+                          tools: tuple[ToolSpec, ...]) -> ToolCall | None:
+        """Decode a call under a grammar that admits only well-formed calls of ``tools``."""
         from llama_cpp.llama_grammar import LlamaGrammar
 
-        grammar = LlamaGrammar.from_json_schema(json.dumps(call_schema(options.tools)), verbose=False)
+        grammar = LlamaGrammar.from_json_schema(json.dumps(call_schema(tools)), verbose=False)
+        opened = (prompt + "<tool_call>\n" if isinstance(prompt, str)
+                  else [*prompt, *llm.tokenize(b"<tool_call>\n", add_bos=False, special=True)])
         out = llm.create_completion(
-            prompt + "<tool_call>\n", grammar=grammar, temperature=options.temperature,
+            opened, grammar=grammar, temperature=options.temperature,
             max_tokens=options.max_tokens, stop=[*stops, "</tool_call>"],
         )
         text = out["choices"][0]["text"]

@@ -1,6 +1,10 @@
 """Ollama's HTTP API: ``/api/chat`` (NDJSON stream) and ``/api/tags``.
 
 A request with ``json_schema`` sends it as ``format`` (Ollama's structured outputs).
+
+Ollama has no ``tool_choice``: ``none`` sends no tools (the model can only answer), a tool's name
+sends only that tool, ``required`` sends the tools as ``auto`` does — Ollama may still answer
+instead of calling, and the caller sees an answer.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.http import EngineClient
-from assistant.llm.tool_format import parse_arguments
+from assistant.llm.tool_format import ANSWER, parse_arguments, resolve_tool_choice
 
 DEFAULT_URL = "http://127.0.0.1:11434"
 
@@ -60,8 +64,9 @@ class OllamaChatModel:
             "options": {"temperature": options.temperature, "num_predict": options.max_tokens,
                         "num_ctx": self.context_length},
         }
-        if options.tools:
-            payload["tools"] = [t.openai() for t in options.tools]
+        mode, offered = resolve_tool_choice(options)
+        if mode != ANSWER:
+            payload["tools"] = [t.openai() for t in offered]
         if options.json_schema:
             payload["format"] = options.json_schema  # structured outputs: the reply is JSON of this schema
         completion = 0

@@ -1,7 +1,9 @@
 """Any OpenAI-compatible server: ``/v1/chat/completions`` (SSE stream) and ``/v1/models``.
 
 llama.cpp's server, ``python -m llama_cpp.server``, vLLM and LM Studio speak this. A request with
-``json_schema`` sends it as ``response_format`` (``{"type": "json_schema", ...}``).
+``json_schema`` sends it as ``response_format`` (``{"type": "json_schema", ...}``), and
+``tool_choice`` goes as OpenAI's own (``"auto"``, ``"required"``, ``"none"`` or
+``{"type": "function", "function": {"name": ...}}``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from assistant.llm.base import (
     ToolCalls,
 )
 from assistant.llm.http import EngineClient
-from assistant.llm.tool_format import parse_arguments
+from assistant.llm.tool_format import parse_arguments, resolve_tool_choice
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 
@@ -77,8 +79,11 @@ class OpenAIChatModel:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        resolve_tool_choice(options)  # an unknown tool name is a ValidationFailed
         if options.tools:
             payload["tools"] = [t.openai() for t in options.tools]
+            payload["tool_choice"] = (options.tool_choice if options.tool_choice in ("auto", "required", "none")
+                                      else {"type": "function", "function": {"name": options.tool_choice}})
         if options.json_schema:
             payload["response_format"] = {"type": "json_schema",
                                           "json_schema": {"name": "reply", "schema": options.json_schema}}

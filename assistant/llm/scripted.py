@@ -5,6 +5,11 @@ message. Every call is recorded in ``calls`` so tests can see what the model rec
 can be scripted too: ``enqueue(error=UpstreamError("..."))``. A ``json_schema`` option is recorded
 with the others and not enforced: the reply is the scripted text as it is (valid or not, which is
 what tests of schema-constrained callers need).
+
+``tool_choice`` is checked against the script, not enforced: a reply that contradicts it (text or
+no call when a call is required, a call of another tool than the named one, a call under "none")
+raises :class:`ScriptMismatch`, so a test that scripts the wrong thing fails loudly instead of
+passing on behaviour no engine has. An unknown tool name is a ValidationFailed, as in the engines.
 """
 
 from __future__ import annotations
@@ -30,8 +35,24 @@ from assistant.llm.base import (
     ToolCall,
     ToolCalls,
 )
+from assistant.llm.tool_format import ANSWER, CALL, resolve_tool_choice
 
 _TOKEN = re.compile(r"\s*\S+")
+
+
+class ScriptMismatch(AssertionError):
+    """The scripted reply contradicts the request's ``tool_choice``: the test scripted it wrong."""
+
+
+def _check_choice(options: GenerationOptions, calls: tuple[ToolCall, ...]) -> None:
+    mode, callable_tools = resolve_tool_choice(options)
+    names = {t.name for t in callable_tools}
+    if mode == CALL and (not calls or any(c.name not in names for c in calls)):
+        got = ", ".join(c.name for c in calls) or "a text reply"
+        raise ScriptMismatch(f"tool_choice {options.tool_choice!r} needs a call of {sorted(names)}; scripted: {got}")
+    if mode == ANSWER and options.tools and calls:
+        raise ScriptMismatch(f"tool_choice {options.tool_choice!r} allows no call; scripted: "
+                             f"{', '.join(c.name for c in calls)}")
 
 
 def count_tokens(text: str) -> int:
@@ -94,6 +115,7 @@ class ScriptedChatModel:
                 time.sleep(0.005)
         if scripted.error is not None:
             raise scripted.error
+        _check_choice(options, scripted.tool_calls)
         if scripted.tool_calls:
             yield ToolCalls(scripted.tool_calls)
             prompt = sum(count_tokens(m.content) + 4 for m in messages)

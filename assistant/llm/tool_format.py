@@ -14,7 +14,8 @@ import json
 import re
 from typing import Any
 
-from assistant.llm.base import ChatMessage, ToolCall, ToolSpec
+from assistant.errors import ValidationFailed
+from assistant.llm.base import ChatMessage, GenerationOptions, ToolCall, ToolSpec
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _TAGS = re.compile(r"</?tool_call>")
@@ -45,6 +46,29 @@ def _candidates(text: str) -> Any:
 
 
 CALL, ANSWER, UNDECIDED = "call", "answer", "undecided"
+AUTO = "auto"  # the model decides between an answer and a call
+
+
+def resolve_tool_choice(options: GenerationOptions) -> tuple[str, tuple[ToolSpec, ...]]:
+    """What ``options.tool_choice`` asks of this reply: ``auto`` (the model decides), ``call`` (a call
+    of one of the returned tools) or ``answer`` (no call), with the tools a call may name. With no
+    tools offered there is nothing to call: an answer, whatever the choice. A name that is not an
+    offered tool is a ValidationFailed on ``tool_choice``."""
+    choice = options.tool_choice
+    if not options.tools:
+        return ANSWER, ()
+    if choice == "auto":
+        return AUTO, options.tools
+    if choice == "none":
+        return ANSWER, options.tools
+    if choice == "required":
+        return CALL, options.tools
+    named = tuple(t for t in options.tools if t.name == choice)
+    if not named:
+        offered = ", ".join(t.name for t in options.tools)
+        raise ValidationFailed(f"tool_choice {choice!r} is not an offered tool", [
+            {"field": "tool_choice", "error": f"expected auto, required, none or an offered tool: {offered}"}])
+    return CALL, named
 _MAX_UNDECIDED = 80  # characters; a reply still ambiguous after this many is an answer
 
 

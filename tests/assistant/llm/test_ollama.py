@@ -213,3 +213,30 @@ def test_json_schema_is_sent_as_format(engine) -> None:
     assert engine.requests[0].body["format"] == SCHEMA
     collect(model.stream(MESSAGES, GenerationOptions()))
     assert "format" not in engine.requests[1].body
+
+
+TIME = ToolSpec("get_time", "The time in a zone.",
+                {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]})
+
+
+def test_tool_choice_without_a_native_field(engine) -> None:
+    """Ollama has no tool_choice: none sends no tools, a name only that tool, required all of them."""
+    model = OllamaChatModel("qwen2.5:0.5b", engine.base_url)
+    sent = []
+    for choice in ("auto", "required", "none", "get_time"):
+        engine.ndjson("/api/chat", [chunk("ok"), FINAL])
+        collect(model.stream(MESSAGES, GenerationOptions(tools=(WEATHER, TIME), tool_choice=choice)))
+        body = engine.requests[-1].body
+        assert "tool_choice" not in body
+        sent.append([t["function"]["name"] for t in body.get("tools", [])])
+    assert sent == [["get_weather", "get_time"], ["get_weather", "get_time"], [], ["get_time"]]
+
+
+def test_unknown_tool_choice_is_a_validation_error(engine) -> None:
+    from assistant.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as info:
+        collect(OllamaChatModel("qwen2.5:0.5b", engine.base_url).stream(
+            MESSAGES, GenerationOptions(tools=(WEATHER,), tool_choice="get_time")))
+    assert info.value.details["fields"][0]["field"] == "tool_choice"
+    assert engine.requests == []  # refused before anything is sent

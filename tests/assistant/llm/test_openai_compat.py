@@ -210,3 +210,32 @@ def test_json_schema_is_sent_as_response_format(engine) -> None:
     engine.sse(PATH, STREAM)
     collect(model.stream(MESSAGES, GenerationOptions()))
     assert "response_format" not in engine.requests[1].body
+
+
+TIME = ToolSpec("get_time", "The time in a zone.",
+                {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]})
+
+
+def test_tool_choice_is_sent_natively(engine) -> None:
+    model = OpenAIChatModel("qwen-small", engine.base_url)
+    sent = []
+    for choice in ("auto", "required", "none", "get_time"):
+        engine.sse(PATH, STREAM)
+        collect(model.stream(MESSAGES, GenerationOptions(tools=(WEATHER, TIME), tool_choice=choice)))
+        body = engine.requests[-1].body
+        assert [t["function"]["name"] for t in body["tools"]] == ["get_weather", "get_time"]
+        sent.append(body["tool_choice"])
+    assert sent == ["auto", "required", "none", {"type": "function", "function": {"name": "get_time"}}]
+    engine.sse(PATH, STREAM)
+    collect(model.stream(MESSAGES, GenerationOptions(tool_choice="required")))  # no tools: nothing to choose
+    assert "tool_choice" not in engine.requests[-1].body and "tools" not in engine.requests[-1].body
+
+
+def test_unknown_tool_choice_is_a_validation_error(engine) -> None:
+    from assistant.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as info:
+        collect(OpenAIChatModel("qwen-small", engine.base_url).stream(
+            MESSAGES, GenerationOptions(tools=(WEATHER,), tool_choice="get_time")))
+    assert info.value.details["fields"][0]["field"] == "tool_choice"
+    assert engine.requests == []

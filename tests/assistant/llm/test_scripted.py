@@ -111,3 +111,29 @@ def test_json_schema_is_recorded_and_the_scripted_text_returned_as_is() -> None:
     result = collect(model.stream([ChatMessage("user", "hi")], GenerationOptions(json_schema=schema)))
     assert result.content == "not json"
     assert model.calls[0][1].json_schema == schema
+
+
+def test_a_script_that_contradicts_tool_choice_fails_loudly() -> None:
+    from assistant.errors import ValidationFailed
+    from assistant.llm.base import ToolSpec
+    from assistant.llm.scripted import ScriptMismatch
+
+    a, b = ToolSpec("a", "A", {"type": "object"}), ToolSpec("b", "B", {"type": "object"})
+    model = ScriptedChatModel()
+    model.enqueue(tool_calls=[("b", {})])
+    assert collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="b"))).tool_calls[0].name == "b"
+    model.enqueue("just text")
+    with pytest.raises(ScriptMismatch, match="needs a call"):
+        collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="required")))
+    with pytest.raises(ScriptMismatch, match="needs a call"):  # the echo when nothing is scripted, too
+        collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="required")))
+    model.enqueue(tool_calls=[("a", {})])
+    with pytest.raises(ScriptMismatch):
+        collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="b")))
+    model.enqueue(tool_calls=[("a", {})])
+    with pytest.raises(ScriptMismatch, match="allows no call"):
+        collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="none")))
+    model.enqueue("fine")
+    assert collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="none"))).content == "fine"
+    with pytest.raises(ValidationFailed):
+        collect(model.stream(USER, GenerationOptions(tools=(a, b), tool_choice="c")))

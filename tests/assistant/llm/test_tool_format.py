@@ -24,3 +24,37 @@ def test_answers_are_not_calls() -> None:
     for text in ("Paris is the capital of France.", '{"temperature": 21}', "", "{not json"):
         assert parse_tool_calls(text) == ()
     assert looks_like_tool_call('{"name": "x"') and not looks_like_tool_call("The name is Bob")
+
+
+def test_tool_choice_resolves_to_a_mode_and_the_callable_tools() -> None:
+    import pytest
+
+    from assistant.errors import ValidationFailed
+    from assistant.llm.base import GenerationOptions, ToolSpec
+    from assistant.llm.tool_format import resolve_tool_choice
+
+    a, b = ToolSpec("a", "A", {"type": "object"}), ToolSpec("b", "B", {"type": "object"})
+    assert resolve_tool_choice(GenerationOptions(tools=(a, b))) == ("auto", (a, b))
+    assert resolve_tool_choice(GenerationOptions(tools=(a, b), tool_choice="required")) == ("call", (a, b))
+    assert resolve_tool_choice(GenerationOptions(tools=(a, b), tool_choice="b")) == ("call", (b,))
+    assert resolve_tool_choice(GenerationOptions(tools=(a, b), tool_choice="none")) == ("answer", (a, b))
+    assert resolve_tool_choice(GenerationOptions(tool_choice="required")) == ("answer", ())  # nothing to call
+    with pytest.raises(ValidationFailed) as info:
+        resolve_tool_choice(GenerationOptions(tools=(a, b), tool_choice="c"))
+    assert info.value.details["fields"][0]["field"] == "tool_choice"
+
+
+def test_call_schema_of_one_named_tool_admits_only_it() -> None:
+    from assistant.llm.base import ToolSpec
+    from assistant.llm.tool_format import call_schema
+
+    spec = ToolSpec("get_time", "The time.", {"type": "object", "description": "args",
+                                              "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"],
+                                                                      "description": "a zone"}},
+                                              "required": ["zone"]})
+    schema = call_schema((spec,))
+    assert "anyOf" not in schema
+    assert schema["properties"]["name"] == {"const": "get_time"}
+    assert schema["properties"]["arguments"] == {"type": "object", "required": ["zone"],
+                                                 "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}}
+    assert schema["required"] == ["name", "arguments"] and schema["additionalProperties"] is False
