@@ -103,7 +103,9 @@ def load_cases(cases: Path = CASES, answers: Path = ANSWERS) -> list[Case]:
             continue
         row = json.loads(line)
         messages = [ChatMessage(m["role"], m["content"]) for turn in row["question"] for m in turn]
-        specs = tuple(ToolSpec(f["name"], f.get("description", ""), to_json_schema(f["parameters"]))
+        # the stub tool refuses keys the function does not declare: the schema the model sees says so
+        specs = tuple(ToolSpec(f["name"], f.get("description", ""),
+                               {**to_json_schema(f["parameters"]), "additionalProperties": False})
                       for f in row["function"])
         out.append(Case(row["id"], messages, specs, accepted[row["id"]]))
     return out

@@ -103,7 +103,8 @@ class Api:
         }
         required = list(properties) if self.required is None else list(self.required)
         return ToolSpec(self.name, self.description, {"type": "object", "properties": properties,
-                                                      "required": required}, produces=self.produces)
+                                                      "required": required, "additionalProperties": False},
+                        produces=self.produces)
 
 
 @dataclass

@@ -274,7 +274,6 @@ class ToolLoop:
             decisions = [reviewer.decide(c, messages) for c in calls]
             calls = [d.call for d in decisions]
             runnable = [d for d in decisions if d.action == "run"]
-            seen.extend(d.call for d in runnable)
             messages.append(ChatMessage("assistant", "" if turn.state == CALL else turn.text,
                                         tool_calls=tuple(calls)))
             by_id: dict[str, ToolRecord] = {}
@@ -292,6 +291,8 @@ class ToolLoop:
                                              deadline, ran, {d.call.id: d.review for d in runnable if d.review}):
                 yield event
             by_id.update((r.call.id, r) for r in ran)
+            # what ran is "already answered"; a call that failed may be asked again (with its fix)
+            seen.extend(r.call for r in ran if r.status == "ok")
             records = [by_id[c.id] for c in calls if c.id in by_id]
             for record in records:
                 payload = {"error": record.error} if record.error else {"result": record.result}

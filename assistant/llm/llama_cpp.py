@@ -302,7 +302,9 @@ class LlamaCppChatModel:
             self._count_cache(counts)
             yield from self._call_events(name, call, TokenUsage(prompt_tokens, generated, cached))
             return
-        if self.call_threshold is None and (mode == AUTO or not options.tools):
+        # The request's threshold (the tool loop sets it from [tool_calling]) wins over the engine's.
+        threshold = options.call_threshold if options.call_threshold is not None else self.call_threshold
+        if threshold is None and (mode == AUTO or not options.tools):
             yield from self._stream_free(name, llm, counts, rendered.prompt, stops, options)
             return
         # Constrained: the prompt is evaluated once; its last logits decide call or answer.
@@ -313,14 +315,26 @@ class LlamaCppChatModel:
         first = self._first_tokens(name, llm)
         if mode == AUTO:
             self.last_call_probability = call_probability(logits, first.openers)
-            calls = decide_call(self.last_call_probability, self.call_threshold or 0.0)
-            log.debug("p_call %.3f, threshold %s: %s", self.last_call_probability, self.call_threshold,
+            calls = decide_call(self.last_call_probability, threshold or 0.0)
+            log.debug("p_call %.3f, threshold %s: %s", self.last_call_probability, threshold,
                       "call" if calls else "answer")
             if calls:
                 call = self._constrained_call(llm, tokens, stops, options, callable_tools)
                 yield from self._call_events(name, call, TokenUsage(len(tokens), counts.generated, reused))
                 return
         yield from self._stream_answer(name, llm, counts, tokens, logits, first, reused, stops, options)
+
+    def call_probability(self, messages: list[ChatMessage], options: GenerationOptions) -> float:
+        """The model's probability that its reply to ``messages`` with ``options.tools`` opens a call
+        (what constrained ``auto`` decoding compares with the threshold), without generating."""
+        name = self._resolve(options.model)
+        llm = self.load(name)
+        formatter, has_tools = self._formatter(name, llm)
+        rendered = formatter(messages=template_messages(messages, options.tools, has_tools),
+                             tools=[t.openai() for t in options.tools] if has_tools else None)
+        tokens = llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True)
+        logits, _ = _prompt_logits(llm, tokens)
+        return call_probability(logits, self._first_tokens(name, llm).openers)
 
     def _first_tokens(self, name: str, llm: Any) -> FirstTokens:
         """Which tokens open a call in this model's vocabulary (built once per model, ~0.5 s)."""

@@ -106,13 +106,16 @@ def test_empty_enabled_tools_commands_and_disabled_tool_calling_use_the_plain_fl
 
 def test_a_failing_tool_is_the_models_information_not_an_error(client, auth, model) -> None:
     model.enqueue(tool_calls=[("recall_memory", {"query": ""}), ("no_such_tool", {})])
+    model.enqueue(tool_calls=[("recall_memory", {"query": ""})])  # the repair round (forced), still invalid
     model.enqueue("I could not look that up.")
     response = client.post("/v1/chat", json={"message": "what do you know?"}, headers=auth)
     assert response.status_code == 200
     runs = response.json()["tool_runs"]
-    assert [r["status"] for r in runs] == ["error", "error"]
-    assert "invalid arguments for recall_memory" in runs[0]["error"]
+    assert [r["status"] for r in runs] == ["repair", "error", "error"]
+    assert "recall_memory did not run: invalid arguments" in runs[0]["error"]
+    assert runs[0]["review"]["repair"] is True and runs[0]["review"]["problems"]
     assert "unknown or disabled tool 'no_such_tool'" in runs[1]["error"]
+    assert "invalid arguments for recall_memory" in runs[2]["error"]
 
 
 def test_approval_required_calls_do_not_run(make_settings, make_services, make_client, model) -> None:

@@ -74,14 +74,15 @@ def test_a_refused_call_is_not_the_scored_one() -> None:
     apis = bench.load_apis()
     sample = next(s for s in bench.load_samples() if s.expected.name == "AddAlarm")
     model = ScriptedChatModel()
-    model.enqueue(tool_calls=[("AddAlarm", {"token": "t", "nonsense": 1})])  # an unknown key: not run
-    model.enqueue(tool_calls=[(sample.expected.name, sample.expected.arguments)])
-    model.enqueue(tool_calls=[("AddAlarm", {"bogus": 1})])
+    right = sample.expected.arguments  # its token is the one GetUserToken gave earlier in the dialogue
+    model.enqueue(tool_calls=[("AddAlarm", {**right, "nonsense": 1})])  # an unknown key: not run
+    model.enqueue(tool_calls=[(sample.expected.name, right)])
+    model.enqueue(tool_calls=[("AddAlarm", {**right, "bogus": 1})])  # to repair: the next turn is AddAlarm, forced
+    model.enqueue(tool_calls=[("AddAlarm", {**right, "again": 1})])  # still invalid: an error the model sees
     model.enqueue(tool_calls=[("NoSuchTool", {})])
-    model.enqueue(tool_calls=[("AddAlarm", {"again": 1})])
     first, second = bench.evaluate(model, bench.apibank_tasks([sample, sample], apis))
     assert first.ran and first.args_exact and first.model_turns == 2
-    assert not second.ran and second.called == {"name": "AddAlarm", "arguments": {"bogus": 1}}
+    assert not second.ran and second.called == {"name": "AddAlarm", "arguments": {**right, "bogus": 1}}
     assert second.model_turns == 3 and not second.args_exact and second.name_ok
 
 

@@ -89,14 +89,16 @@ def test_json_in_the_content_is_a_call() -> None:
 def test_errors_are_reported_to_the_model_not_raised() -> None:
     model = ScriptedChatModel()
     model.enqueue(tool_calls=[("nope", {}), ("get_weather", {"city": "Paris"}), ("broken", {}), ("refuses", {})])
+    model.enqueue(tool_calls=[("get_weather", {"location": "Paris"})])  # the repair round: get_weather forced
     model.enqueue("Sorry.")
     result = run(model)
-    errors = {r.call.name: r.error for r in result.records}
+    errors = {r.call.name: r.error for r in result.records[:4]}
     assert "unknown or disabled tool 'nope'" in errors["nope"]
     # bad arguments do not run: the model is asked once to correct them (a repair round)
     assert "get_weather did not run: invalid arguments" in errors["get_weather"]
     assert "location: missing" in errors["get_weather"]
-    assert {r.call.name: r.status for r in result.records}["get_weather"] == "repair"
+    assert result.records[1].status == "repair"
+    assert (result.records[4].call.name, result.records[4].status) == ("get_weather", "ok")  # repaired
     assert errors["broken"] == "broken failed: RuntimeError: backend down"
     assert errors["refuses"] == "no such city"
     assert result.content == "Sorry." and len(tool_messages(model, 1)) == 4
@@ -187,11 +189,13 @@ def test_a_gated_call_with_bad_arguments_or_no_gate_is_an_error_and_requests_not
     settings = ToolCallingSettings(require_approval_for=["slow_lookup"])
     model = ScriptedChatModel()
     model.enqueue(tool_calls=[("slow_lookup", {"seconds": "soon"})])
+    model.enqueue(tool_calls=[("slow_lookup", {"seconds": "later"})])  # the repair round, still invalid
     model.enqueue("Sorry.")
     gate = Gate()
     result = run(model, settings, approvals=gate)
     assert gate.requested == [] and result.approvals == [] and CALLS == []
     assert result.records[0].status == "repair" and "invalid arguments" in result.records[0].error
+    assert result.records[1].status == "error" and "invalid arguments" in result.records[1].error
     model.enqueue(tool_calls=[("slow_lookup", {"seconds": 0})])
     model.enqueue("Sorry.")
     result = run(model, settings)  # a run nobody can approve (no gate): refused, never run
