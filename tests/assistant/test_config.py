@@ -281,3 +281,13 @@ def test_api_keys_map_keys_to_user_uuids() -> None:
     assert s.security.api_keys["k1"].role == "user"  # the short form is a user key
     with pytest.raises(ConfigError, match="security.api_keys"):
         Settings.load(security={"api_keys": {"k1": "not-a-uuid"}})
+
+
+def test_tool_calling_timezone_must_be_a_known_zone() -> None:
+    from pydantic import ValidationError
+
+    from assistant.config import ToolCallingSettings
+
+    assert ToolCallingSettings(timezone="Europe/Berlin").timezone == "Europe/Berlin"
+    with pytest.raises(ValidationError, match="unknown IANA time zone 'Mars/Olympus'"):
+        ToolCallingSettings(timezone="Mars/Olympus")

@@ -164,3 +164,16 @@ def test_knowledge_graph_figures_read_the_graph_and_default_missing_counters_to_
     assert "knowledge_graph_nodes 7.0" in lines and "knowledge_graph_edges 9.0" in lines
     assert 'knowledge_graph_extraction_fallbacks_total{extractor="llm"} 0.0' in lines
     assert 'knowledge_graph_events_total{type="NodeCreated"} 7.0' in lines
+
+
+def test_tool_call_problems_by_reason() -> None:
+    from assistant.chat.call_review import PROBLEM_REASONS, ToolCallCounters
+
+    metrics, counters = Metrics(), ToolCallCounters()
+    metrics.tool_calls = counters.snapshot
+    counters.add("prerequisite")
+    counters.add("repair", 2)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.prometheus().decode())}
+    samples = {s.labels["reason"]: s.value for s in families["assistant_tool_call_problems"].samples}
+    assert set(samples) == set(PROBLEM_REASONS)  # every reason from the start
+    assert samples["prerequisite"] == 1 and samples["repair"] == 2 and samples["unknown_tool"] == 0
