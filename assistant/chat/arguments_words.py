@@ -98,6 +98,28 @@ def _is_padding(rest: str, other_words: set[str], now: datetime, trailing: bool,
     return bool(_PADDING_PUNCTUATION.match(leftover)), restated
 
 
+def _trim_edges(span: str, now: datetime, times: bool) -> str:
+    """``span`` without connectors at its ends and, when another argument holds the time (``times``),
+    without time phrases at its ends: a core that ran into the time ("call the dentist tomorrow at"
+    before the model's "3 pm" for the user's "3pm") ends where the task does."""
+    while True:
+        words = _words(span)
+        if not words:
+            return span
+        if words[-1][0] in CONNECTORS:
+            span = span[:words[-1][1]].rstrip()
+            continue
+        if words[0][0] in CONNECTORS and len(words) > 1:
+            span = span[words[1][1]:]
+            continue
+        moments = find_moments(span, now) if times else []
+        tail = next((m for m in moments if not span[m.end:].strip(_EDGE + " ")), None)
+        if tail is not None and span[:tail.start].strip():
+            span = span[:tail.start].rstrip()
+            continue
+        return span
+
+
 def keep_user_words(value: str, user_text: list[str], other_values: list[Any], now: datetime,
                     times_elsewhere: bool = True, casing: str = CASING) -> str | None:
     """The user's span that ``value`` pads, or None when the value is to stay as it is.
@@ -130,5 +152,6 @@ def keep_user_words(value: str, user_text: list[str], other_values: list[Any], n
                 span = value[words[at][1]:words[at + length - 1][2]]
             else:
                 span = message[message_words[their][1]:message_words[their + length - 1][2]]
-            return span if span != value else None
+            span = _trim_edges(span, now, times_elsewhere)
+            return span if span and span != value else None
     return None

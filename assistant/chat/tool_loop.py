@@ -214,6 +214,7 @@ class ToolLoop:
         usage = TokenUsage()
         answer: list[str] = []
         seen: list[ToolCall] = []  # calls already answered in this run
+        failed: list[ToolCall] = []  # calls that ran into an error: the same call again is a repeat
         turn_options = options
         next_options: GenerationOptions | None = None  # one turn with other options (a forced call, no tools)
         yield self._event(LoopEventType.RUN_START, 0, tools=sorted(allowed))
@@ -261,7 +262,7 @@ class ToolLoop:
                 result.content = "".join(answer)
                 result.finish_reason = turn.finished.finish_reason if turn.finished else "stop"
                 break
-            if all(any(_repeats(c, earlier) for earlier in seen) for c in calls):
+            if all(any(_repeats(c, earlier) for earlier in seen) or any((c.name, c.arguments) == (f.name, f.arguments) for f in failed) for c in calls):
                 # The model asks again for what it already has (small models loop like this): no
                 # new run; the next turn offers no tools, so it answers from the results it has.
                 yield self._event(LoopEventType.TOOL_END, iteration, id=calls[0].id, name=calls[0].name,
@@ -293,6 +294,7 @@ class ToolLoop:
             by_id.update((r.call.id, r) for r in ran)
             # what ran is "already answered"; a call that failed may be asked again (with its fix)
             seen.extend(r.call for r in ran if r.status == "ok")
+            failed.extend(r.call for r in ran if r.status != "ok")
             records = [by_id[c.id] for c in calls if c.id in by_id]
             for record in records:
                 payload = {"error": record.error} if record.error else {"result": record.result}

@@ -65,3 +65,14 @@ def test_the_casing_kept_is_the_users_unless_asked_for_the_models() -> None:
     value, users = "Meeting with the marketing team at 2pm.", ["The meeting with the marketing team", "at 2pm"]
     assert keep_user_words(value, users, [], NOW) == "meeting with the marketing team"
     assert keep_user_words(value, users, [], NOW, casing="model") == "Meeting with the marketing team"
+
+
+def test_a_core_that_runs_into_the_time_ends_where_the_task_does() -> None:
+    # seen with the real 0.5B model: the user's "3pm" is the model's "3 pm", so the longest common run
+    # of words was "call the dentist tomorrow at"; the time phrase and the connector are cut from it
+    kept = keep_user_words("Call the dentist tomorrow at 3 pm", ["Remind me to call the dentist tomorrow at 3pm."],
+                           ["2026-11-12T15:00:00+01:00"], NOW)
+    assert kept == "call the dentist"
+    # without another argument holding the time, the time is the content: nothing is cut
+    assert keep_user_words("Call the dentist tomorrow at 3 pm", ["Remind me to call the dentist tomorrow at 3pm."],
+                           [], NOW, times_elsewhere=False) is None

@@ -16,7 +16,7 @@ from assistant.config import ToolCallingSettings
 from assistant.llm.base import ChatMessage, GenerationOptions, ToolSpec
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.scripted import ScriptedChatModel
-from assistant.tools.base import Tool, ToolContext, ToolRegistry
+from assistant.tools.base import Tool, ToolContext, ToolError, ToolRegistry
 
 NOW = datetime(2026, 11, 11, 10, 0, tzinfo=ZoneInfo("Europe/Berlin"))  # a Wednesday
 TOKEN = "p9o8i7u6y5t4r3e2w1q"
@@ -43,7 +43,16 @@ AGENDA = make_tool("AddAgenda", {"content": {"type": "string"},
                                  "time": {"type": "string", "description": "Format: %Y-%m-%d %H:%M:%S"}},
                    {"status": "success"})
 MUSIC = make_tool("PlayMusic", {"genre": {"type": "string", "enum": ["jazz", "rock", "pop"]}}, {"playing": True})
-REGISTRY = ToolRegistry([TOKEN_TOOL, DELETE, AGENDA, MUSIC])
+
+
+def _radio_down(ctx: ToolContext, **arguments: Any) -> Any:
+    raise ToolError("the radio service is down")
+
+
+RADIO = Tool(ToolSpec("PlayRadio", "Play a radio station.", {"type": "object", "properties": {
+    "station": {"type": "string"}}, "required": ["station"]}), "test", _radio_down,
+    create_model("PlayRadio_args", __config__=ConfigDict(extra="forbid"), station=(str, ...)))
+REGISTRY = ToolRegistry([TOKEN_TOOL, DELETE, AGENDA, MUSIC, RADIO])
 
 
 def run(model: ScriptedChatModel, user: str, settings: ToolCallingSettings | None = None,
@@ -164,3 +173,14 @@ def test_the_producer_is_forced_once_per_run() -> None:
         ("DeleteAccount", "prerequisite"), ("GetUserToken", "ok"), ("DeleteAccount", "error")]
     assert "Use the value from its result" in result.records[2].error
     assert [options.tool_choice for _, options in model.calls] == ["auto", "GetUserToken", "auto", "auto"]
+
+
+def test_a_call_that_failed_asked_again_unchanged_is_a_repeat() -> None:
+    model = ScriptedChatModel()
+    for _ in range(4):  # a small model asks again for exactly what just failed
+        model.enqueue(tool_calls=[("PlayRadio", {"station": "Jazz FM"})])
+    model.enqueue("Sorry, the radio is down.")
+    result = run(model, "Play Jazz FM")
+    assert result.content == "Sorry, the radio is down."
+    assert [(r.call.name, r.status) for r in result.records] == [("PlayRadio", "error")]
+    assert model.calls[2][1].tools == ()  # after the repeat the model answers from what it has
