@@ -8,7 +8,8 @@ missing detail, confirming, answering — with no call right after them is an *a
 moment while I check" before a call is neither). At each point the prompt is what the tool loop sends (the same system prompt, the date line,
 the dialogue's APIs with their recorded parameter names and the producers named, see
 :mod:`benchmarks.tool_calling`) and the embedded model's probability that its reply opens a call
-(:meth:`LlamaCppChatModel.call_probability`, one prompt evaluation, no generation) is recorded.
+and whether its likeliest first token opens one (:meth:`LlamaCppChatModel.call_odds`, one prompt
+evaluation, no generation) are recorded.
 
 Printed: for thresholds 0.05 ... 0.9, the share of call points that call (recall), of answer points
 that call (false calls), and balanced accuracy; the threshold with the best balanced accuracy, chosen
@@ -53,6 +54,7 @@ class Point:
     dialogue: str
     must_call: bool
     p_call: float = 0.0
+    top_is_call: bool = False  # the likeliest first token opens a call (greedy decoding would call)
 
 
 def decision_points(directory: Path = SAMPLES) -> list[tuple[str, list[ChatMessage], list[str], bool]]:
@@ -83,9 +85,11 @@ def decision_points(directory: Path = SAMPLES) -> list[tuple[str, list[ChatMessa
     return points
 
 
-def rates(points: list[Point], threshold: float) -> dict[str, float]:
-    calls = [p.p_call >= threshold for p in points if p.must_call]
-    answers = [p.p_call >= threshold for p in points if not p.must_call]
+def rates(points: list[Point], threshold: float, greedy: bool = False) -> dict[str, float]:
+    """Recall, false calls and balanced accuracy of "call when p_call >= threshold" (with ``greedy``:
+    "... or when the likeliest first token opens a call", the engine's rule)."""
+    calls = [p.p_call >= threshold or (greedy and p.top_is_call) for p in points if p.must_call]
+    answers = [p.p_call >= threshold or (greedy and p.top_is_call) for p in points if not p.must_call]
     recall = sum(calls) / len(calls) if calls else 0.0
     false_calls = sum(answers) / len(answers) if answers else 0.0
     return {"threshold": threshold, "recall": round(recall, 3), "false_calls": round(false_calls, 3),
@@ -116,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         now = DEFAULT_NOW.replace(year=day.year, month=day.month, day=day.day) if day else DEFAULT_NOW
         reviewer = CallReviewer(specs, loop, now)
         options = GenerationOptions(temperature=0.0, tools=reviewer.shown)
-        p = model.call_probability(reviewer.prompt_messages(messages), options)
-        points.append(Point(dialogue, must_call, p))
+        p, top = model.call_odds(reviewer.prompt_messages(messages), options)
+        points.append(Point(dialogue, must_call, p, top))
     dialogues = sorted({p.dialogue for p in points})
     half = set(dialogues[::2])
     a = [p for p in points if p.dialogue in half]
@@ -129,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         "mean_p_call": {"call": round(statistics.fmean([p.p_call for p in points if p.must_call] or [0]), 3),
                         "answer": round(statistics.fmean([p.p_call for p in points if not p.must_call] or [0]), 3)},
         "sweep": [rates(points, t) for t in THRESHOLDS],
+        "engine_rule": [rates(points, t, greedy=True) for t in (0.2, 0.5, 0.9)],
+        "greedy_only": rates(points, 1.01, greedy=True),
         "held_out": held_out,
         "best_on_all": best(points),
     }
@@ -144,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held out: threshold {r['threshold']} chosen on the other half -> recall {r['recall']:.1%}, "
               f"false calls {r['false_calls']:.1%}, balanced {r['balanced_accuracy']:.1%}")
     print(f"best on all points: {result['best_on_all']}")
+    g = result["greedy_only"]
+    print(f"greedy (the likeliest first token opens a call): recall {g['recall']:.1%}, false calls "
+          f"{g['false_calls']:.1%}, balanced {g['balanced_accuracy']:.1%}")
+    for r in result["engine_rule"]:
+        print(f"engine rule at {r['threshold']} (threshold or greedy): recall {r['recall']:.1%}, "
+              f"false calls {r['false_calls']:.1%}, balanced {r['balanced_accuracy']:.1%}")
     return 0
 
 

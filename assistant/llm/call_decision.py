@@ -62,9 +62,17 @@ def call_probability(logits: np.ndarray, openers: np.ndarray) -> float:
     return float(shifted[openers].sum() / shifted.sum()) if len(openers) else 0.0
 
 
-def decide_call(p_call: float, threshold: float) -> bool:
-    """Call when the model's call probability reaches ``threshold``; 0.0 always calls, 1.0 never does."""
-    return threshold <= 0.0 or (threshold < 1.0 and p_call >= threshold)
+def top_opens_call(logits: np.ndarray, openers: np.ndarray) -> bool:
+    """Whether the single likeliest first token opens a call (what greedy free decoding would do)."""
+    return bool(len(openers)) and int(np.argmax(logits)) in set(openers.tolist())
+
+
+def decide_call(p_call: float, threshold: float, top_is_call: bool = False) -> bool:
+    """Call when the model's call probability reaches ``threshold`` or its likeliest first token
+    opens a call anyway (the constrained decoder never calls less than the model would on its own:
+    on API-Bank's decision points no threshold separated calls from answers better than chance,
+    see benchmarks/tool_decision.py); 0.0 always calls, 1.0 never does."""
+    return threshold <= 0.0 or (threshold < 1.0 and (p_call >= threshold or top_is_call))
 
 
 def choose_first(logits: np.ndarray, banned: np.ndarray, temperature: float,

@@ -51,7 +51,7 @@ from assistant.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from assistant.llm.call_decision import FirstTokens, call_probability, choose_first, decide_call
+from assistant.llm.call_decision import FirstTokens, call_probability, choose_first, decide_call, top_opens_call
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
 from assistant.llm.tool_format import (
     ANSWER,
@@ -315,7 +315,8 @@ class LlamaCppChatModel:
         first = self._first_tokens(name, llm)
         if mode == AUTO:
             self.last_call_probability = call_probability(logits, first.openers)
-            calls = decide_call(self.last_call_probability, threshold or 0.0)
+            calls = decide_call(self.last_call_probability, threshold or 0.0,
+                                top_opens_call(logits, first.openers))
             log.debug("p_call %.3f, threshold %s: %s", self.last_call_probability, threshold,
                       "call" if calls else "answer")
             if calls:
@@ -324,9 +325,10 @@ class LlamaCppChatModel:
                 return
         yield from self._stream_answer(name, llm, counts, tokens, logits, first, reused, stops, options)
 
-    def call_probability(self, messages: list[ChatMessage], options: GenerationOptions) -> float:
-        """The model's probability that its reply to ``messages`` with ``options.tools`` opens a call
-        (what constrained ``auto`` decoding compares with the threshold), without generating."""
+    def call_odds(self, messages: list[ChatMessage], options: GenerationOptions) -> tuple[float, bool]:
+        """The model's probability that its reply to ``messages`` with ``options.tools`` opens a call,
+        and whether its likeliest first token does (what constrained ``auto`` decoding decides on),
+        without generating."""
         name = self._resolve(options.model)
         llm = self.load(name)
         formatter, has_tools = self._formatter(name, llm)
@@ -334,7 +336,8 @@ class LlamaCppChatModel:
                              tools=[t.openai() for t in options.tools] if has_tools else None)
         tokens = llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True)
         logits, _ = _prompt_logits(llm, tokens)
-        return call_probability(logits, self._first_tokens(name, llm).openers)
+        openers = self._first_tokens(name, llm).openers
+        return call_probability(logits, openers), top_opens_call(logits, openers)
 
     def _first_tokens(self, name: str, llm: Any) -> FirstTokens:
         """Which tokens open a call in this model's vocabulary (built once per model, ~0.5 s)."""

@@ -43,3 +43,17 @@ def test_the_answers_first_token_is_never_an_opener() -> None:
     assert choose_first(logits, first.banned, 0.0) == 10
     rng = np.random.default_rng(0)
     assert {choose_first(logits, first.banned, 1.0, rng) for _ in range(50)} <= {0, 10, 11}
+
+
+def test_the_engine_never_calls_less_than_greedy_decoding_would() -> None:
+    import numpy as np
+
+    from assistant.llm.call_decision import top_opens_call
+
+    openers = np.array([3])
+    logits = np.array([1.0, 1.0, 1.0, 1.2])  # the call opener is the likeliest token, yet p_call < 0.5
+    p = call_probability(logits, openers)
+    assert p < 0.5 and top_opens_call(logits, openers)
+    assert decide_call(p, 0.5, top_is_call=True) and not decide_call(p, 0.5, top_is_call=False)
+    assert not decide_call(p, 1.0, top_is_call=True)  # 1.0 still never calls
+    assert not top_opens_call(np.array([2.0, 1.0, 1.0, 1.2]), openers)
