@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,7 @@ from assistant.breaker import Breakers
 from assistant.catalog import CommandCatalog, build_catalog
 from assistant.catalog.executor import create_runner, secret_paths
 from assistant.chat.approvals import ToolApprovals
+from assistant.chat.arguments import warm_up
 from assistant.chat.conversations import ConversationStore
 from assistant.chat.service import ChatService
 from assistant.chat.tool_runs import ToolRunStore
@@ -283,6 +285,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
                        toolbox=toolbox, tool_settings=settings.tool_calling, tool_runs=tool_runs, profiles=profiles,
                        approvals=ToolApprovals(catalog.approvals, toolbox, conversations, tool_runs, catalog.audit))
     metrics.tool_calls = chat.tool_counters.snapshot
+    threading.Thread(target=warm_up, name="warm-up-jsonschema", daemon=True).start()
     services = Services(
         settings=settings,
         db=db,

@@ -66,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 from pydantic import ConfigDict, Field, create_model  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from assistant.chat.arguments import warm_up  # noqa: E402
 from assistant.chat.tool_loop import LoopEventType, ToolLoop  # noqa: E402
 from assistant.config import Settings, ToolCallingSettings  # noqa: E402
 from assistant.llm.base import ChatMessage, ChatModel, Finished, GenerationOptions, ToolCall, ToolSpec  # noqa: E402
@@ -367,6 +368,7 @@ def evaluate(model: ChatModel, tasks: list[Task], settings: ToolCallingSettings 
     """Every task through the loop with ``settings`` (default: the settings' defaults), in order."""
     settings = settings or ToolCallingSettings(**LOOP_BUDGET)
     options = GenerationOptions(temperature=0.0, max_tokens=MAX_TOKENS)
+    warm_up()  # the schema checker's one-time import is start-up, not the loop's time per call
 
     async def go() -> list[Outcome]:
         queue = MeteredQueue(model, request_timeout_secs=600)

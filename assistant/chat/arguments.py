@@ -89,6 +89,12 @@ class ReviewOptions:
 
 
 
+def warm_up() -> None:
+    """Import the schema checker ahead of the first call (seconds, once; see _problems): the service
+    does it on a background thread at start, the benchmark before it measures the loop."""
+    import jsonschema  # noqa: F401
+
+
 def time_context(now: datetime, conversation_date: datetime | None = None) -> str:
     """One line for the system prompt: the current date, weekday, time and zone (and the
     conversation's own date, when one is given and differs)."""

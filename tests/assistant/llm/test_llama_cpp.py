@@ -203,12 +203,15 @@ def test_constrained_auto_compares_the_call_probability_with_the_threshold(tool_
     result = _run(engine)
     assert abs(engine.last_call_probability - 0.7) < 1e-6
     assert result.tool_calls and fake.completions[-1]["prompt"] == [*evaluated[0], *TAG_TOKENS]
-    engine.call_threshold = 0.8
+    engine.call_threshold = 0.8  # above p_call, but the likeliest first token opens a call: greedy would call
+    result = _run(engine)
+    assert result.tool_calls
+    engine.call_threshold = 1.0  # never
     result = _run(engine)
     assert result.tool_calls == () and result.content == "The answer"
     engine.call_threshold = None  # free decoding, as before: the prompt goes as text, no probe
     result = _run(engine)
-    assert result.content == "Sunny today." and len(evaluated) == 2
+    assert result.content == "Sunny today." and len(evaluated) == 3
     assert fake.completions[-1]["prompt"] == _Rendered.prompt
 
 
