@@ -21,7 +21,7 @@ Everything decided is counted (:class:`ToolCallCounters`, by reason) for the met
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -83,9 +83,8 @@ class CallReviewer:
         cache is reused from request to request)."""
         if not self.settings.ground_dates:
             return list(messages)
-        line = time_context(self.now)
-        at = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
-        return [*messages[:at], ChatMessage("system", line), *messages[at:]]
+        at = after_leading_system(messages)
+        return [*messages[:at], ChatMessage("system", time_context(self.now)), *messages[at:]]
 
     def decide(self, call: ToolCall, messages: Sequence[ChatMessage]) -> Decision:
         spec = self.specs.get(call.name)
@@ -124,6 +123,12 @@ class CallReviewer:
         return Decision(reviewed, "run", review=notes or None)
 
 
+def after_leading_system(messages: Sequence[ChatMessage]) -> int:
+    """Where a system message goes so that the leading ones (the first holds the tool list in chat
+    templates, its KV cache reused) stay as they are: right after them."""
+    return next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+
+
 def _prerequisite_message(dep: Dependency, again: bool = False) -> str:
     if again:
         return (f"{dep.tool} did not run: its argument {dep.parameter!r} is not a value {dep.producer} returned "
@@ -131,5 +136,3 @@ def _prerequisite_message(dep: Dependency, again: bool = False) -> str:
     return (f"{dep.tool} did not run: its argument {dep.parameter!r} must be the value returned by "
             f"{dep.producer}, which has not given one in this conversation. Call {dep.producer} first.")
 
-
-Clock = Callable[[], datetime]

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from assistant.chat.call_review import CallReviewer, ToolCallCounters
+from assistant.chat.call_review import CallReviewer, ToolCallCounters, after_leading_system
 from assistant.chat.loop_events import LoopEvent, LoopEventType, timeline  # noqa: F401 (re-exported)
 from assistant.config import ToolCallingSettings
 from assistant.defence.types import Source, Verdict
@@ -429,8 +429,7 @@ def with_data_rule(messages: list[ChatMessage]) -> None:
     system message, where templates put the tool list, stays the same: its KV cache is reused)."""
     if any(m.role == "system" and DATA_RULE in m.content for m in messages):
         return
-    at = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
-    messages.insert(at, ChatMessage("system", DATA_RULE))
+    messages.insert(after_leading_system(messages), ChatMessage("system", DATA_RULE))
 
 
 def tool_source(name: str) -> Source:
