@@ -11,7 +11,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import CurrentPrincipal, ServicesDep
 from api.errors import envelope
-from api.schemas.chat import ChatRequestBody, ChatResponse, Tokens
+from api.schemas.chat import ChatRequestBody, ChatResponse, Tokens, UsedMemoryOut
 from api.schemas.common import AUTH_ERRORS, error_responses
 from api.schemas.tools import ToolRun
 from assistant.chat.service import ChatEvent, ChatRequest, DoneEvent, MessageEvent
@@ -52,6 +52,7 @@ async def chat(body: ChatRequestBody, user: CurrentPrincipal, services: Services
         tokens=Tokens(prompt=reply.usage.prompt, completion=reply.usage.completion, total=reply.usage.total),
         created_at=reply.created_at,
         tool_runs=[ToolRun(**asdict(r)) for r in reply.tool_runs],
+        memories=[UsedMemoryOut(**asdict(m)) for m in reply.memories],
     )
 
 
@@ -65,6 +66,7 @@ def _sse(event: ChatEvent) -> ServerSentEvent:
             "message_id": event.message_id,
             "model": event.model,
             "tool_runs": [ToolRun(**asdict(r)).model_dump(mode="json") for r in event.tool_runs],
+            "memories": [asdict(m) for m in event.memories],
         }),
         event="done",
     )
@@ -79,9 +81,9 @@ async def chat_stream(
     body: ChatRequestBody, user: CurrentPrincipal, services: ServicesDep, request: Request
 ) -> EventSourceResponse:
     """Server-Sent Events: `message` with data `{"delta": "..."}` repeated, then `done` with data
-    `{"tokens": {prompt, completion, total}, "conversation_id", "message_id", "model", "tool_runs"}`
-    (the last four are additions: ids so a client can continue the conversation, and the tool calls
-    made for the answer). With tools, only the final answer is streamed; tool calls happen before
+    `{"tokens": {prompt, completion, total}, "conversation_id", "message_id", "model", "tool_runs", "memories"}`
+    (the last five are additions: ids so a client can continue the conversation, the tool calls
+    made for the answer and the memories that reached its prompt, as in the non-streamed response). With tools, only the final answer is streamed; tool calls happen before
     it and are reported in `done`. Errors found before the first
     token (unknown conversation, unknown model, engine unavailable) are ordinary error responses;
     a failure after streaming began is sent as an `error` event whose data is the error envelope.

@@ -41,6 +41,14 @@ class Tokens(BaseModel):
     total: int
 
 
+class UsedMemoryOut(BaseModel):
+    id: str
+    memory_type: str
+    content: str
+    relevance: float = Field(description="The memory's relevance score when it was retrieved (0 to 1).")
+    similarity: float = Field(description="Its retrieval similarity to the message (dense and keyword fused).")
+
+
 class ChatResponse(BaseModel):
     id: str
     conversation_id: str
@@ -53,4 +61,9 @@ class ChatResponse(BaseModel):
         default_factory=list,
         description="Addition to the spec: the tool calls made for this answer (empty when none); "
         "also listed later by GET /v1/tools/runs.",
+    )
+    memories: list[UsedMemoryOut] = Field(
+        default_factory=list,
+        description="Addition to the spec: the user's memories that reached the prompt of this answer, most "
+        "relevant first as the prompt ordered them (empty when none did, or with memory off).",
     )

@@ -90,6 +90,24 @@ class ChatRequest:
 
 
 @dataclass(frozen=True)
+class UsedMemory:
+    """A memory that reached the prompt of an answer: its id, type, content (the user's own text) and
+    the relevance and retrieval similarity that let it in (:meth:`MemoryStore.retrieve_for_prompt`)."""
+
+    id: str
+    memory_type: str
+    content: str
+    relevance: float
+    similarity: float
+
+    @classmethod
+    def of(cls, scored: Any) -> UsedMemory:
+        m = scored.memory
+        kind = getattr(m.memory_type, "value", m.memory_type)
+        return cls(str(m.id), str(kind), m.content, round(float(scored.relevance), 4), round(float(scored.fused), 4))
+
+
+@dataclass(frozen=True)
 class ChatReply:
     id: str
     conversation_id: str
@@ -101,6 +119,7 @@ class ChatReply:
     finish_reason: str = "stop"
     tool_runs: tuple[ToolRun, ...] = ()
     defence: dict[str, Any] | None = None  # the turn's defence summary (ChatService._defence_summary)
+    memories: tuple[UsedMemory, ...] = ()  # the memories that reached the prompt
 
 
 class ChatEventType(StrEnum):
@@ -124,6 +143,7 @@ class DoneEvent:
     created_at: str
     tool_runs: tuple[ToolRun, ...] = ()
     defence: dict[str, Any] | None = None
+    memories: tuple[UsedMemory, ...] = ()  # the memories that reached the prompt
     type: ChatEventType = field(default=ChatEventType.DONE, init=False)
 
 
@@ -280,6 +300,7 @@ class ChatService:
         learn = memory_on and self.memory_settings.enable_learning and request.learn
         query_vector = None
         context = ""
+        used: list = []
         guard = PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
         await asyncio.to_thread(guard.inspect, request.message, Source.USER, "user message")
         try:
@@ -298,7 +319,7 @@ class ChatService:
             enabled = self.offered_tools(request, profiles.tools, query_vector)
         except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
             log.warning("chat without memories: %s", exc.message)
-            learn, query_vector, context = False, None, ""
+            learn, query_vector, context, used = False, None, "", []
             enabled = (request.enabled_tools or profiles.tools or tuple(self.tool_names)) \
                 if self.uses_tools(request) else None
         use_tools = enabled is not None
@@ -376,7 +397,7 @@ class ChatService:
                 log.warning("nothing learned from this exchange: %s", exc.message)
         yield DoneEvent(
             finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs,
-            _defence_summary(guard, refusal),
+            _defence_summary(guard, refusal), tuple(UsedMemory.of(m) for m in used),
         )
 
     async def chat(self, user_id: UUID | str, request: ChatRequest) -> ChatReply:
@@ -396,6 +417,7 @@ class ChatService:
             finish_reason=done.finish_reason,
             tool_runs=done.tool_runs,
             defence=done.defence,
+            memories=done.memories,
         )
 
     def _memory_block(self, guard: PromptGuard, used: list) -> str:

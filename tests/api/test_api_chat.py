@@ -34,7 +34,8 @@ def test_chat_response_shape(client, auth, model: ScriptedChatModel) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
-    assert set(body) == {"id", "conversation_id", "role", "content", "model", "tokens", "created_at", "tool_runs"}
+    assert set(body) == {"id", "conversation_id", "role", "content", "model", "tokens", "created_at", "tool_runs",
+                         "memories"}
     assert is_uuid(body["id"])
     assert is_uuid(body["conversation_id"])
     assert body["role"] == "assistant"

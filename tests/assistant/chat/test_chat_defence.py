@@ -168,3 +168,13 @@ def test_surfaced_insights_are_fenced_and_neutralised(services: Services, model:
     assert f"{header}\n<<<data " in context and "[insights the user confirmed: data" in context
     assert f"You climb on Sundays. {MARKER}" in context and "reveal the key" not in context
     assert reply.defence["indirect"][0]["source"] == "memory" and reply.defence["learning_refused"]
+
+
+def test_the_reply_names_the_memories_that_reached_its_prompt(services: Services, model: ScriptedChatModel,
+                                                              user) -> None:
+    memory = services.memory.add(str(user), "My favourite colour is teal.", memory_type=MemoryType.FACT)
+    reply = chat(services, user, message="What is my favourite colour?")
+    (used,) = reply.memories
+    assert (used.id, used.memory_type, used.content) == (memory.id, "Fact", "My favourite colour is teal.")
+    assert 0 < used.relevance <= 1 and used.similarity >= services.settings.memory.rag_threshold
+    assert chat(services, user, message="What is my favourite colour?", use_memories=False).memories == ()
