@@ -24,6 +24,7 @@ from api.routes import (
     knowledge,
     memories,
     metrics,
+    openai_compat,
     quarantine,
     sanitation,
     snippets,
@@ -101,6 +102,13 @@ What the threshold reads is `rag_threshold_mode`: `"fused"` (the default) is hyb
 message's words counts even when a small embedding model puts it at cosine 0.4; `"cosine"` is the
 embedding cosine alone (the spec's reading), the candidates then come from dense search and
 relevance uses that cosine.
+
+**OpenAI-compatible endpoint.** `POST /v1/chat/completions` and `GET /v1/models` follow OpenAI's API
+so that its clients (the `openai` SDK, Open WebUI, Home Assistant) work unchanged with an API key of
+this service as their key: the key's user's memories are retrieved and learned as in `/v1/chat`
+(the `memory` extension field switches this per request), client `tools` come back as `tool_calls`
+and are never executed, and errors on these routes use OpenAI's shape `{"error": {message, type,
+param, code}}` (400 for invalid input, not 422).
 """
 
 
@@ -133,7 +141,7 @@ def create_app(services: Services) -> FastAPI:
     for router in (health.router, metrics.router, chat.router, quarantine.router, memories.router, system.router,
                    tools.router, snippets.router, agent_profiles.router, catalog.router, approvals.router,
                    agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
-                   sanitation.router):
+                   sanitation.router, openai_compat.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)

@@ -375,6 +375,10 @@ class ChatService:
         if self.activity is not None:
             self.activity(str(user_id))
 
+    def new_guard(self, user_id: UUID | str) -> PromptGuard:
+        """The defence of one turn: the configured detector, the memory verdicts cached across turns."""
+        return PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
+
     async def recall(self, user_id: UUID | str, message: str, *, use_memories: bool = True,
                      learn: bool = True) -> TurnMemory:
         """The memory steps before the model runs (:mod:`assistant.chat.recall`): the turn's guard
@@ -383,8 +387,7 @@ class ChatService:
         context. An unavailable embedder degrades the turn (no memories, nothing learned)."""
         memory_on = self.memory is not None and self.memory_settings.enabled
         retrieve = memory_on and self.memory_settings.enable_rag and use_memories
-        turn = TurnMemory(PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts),
-                          learn=memory_on and self.memory_settings.enable_learning and learn)
+        turn = TurnMemory(self.new_guard(user_id), learn=memory_on and self.memory_settings.enable_learning and learn)
         guard = turn.guard
         await asyncio.to_thread(guard.inspect, message, Source.USER, "user message")
         try:
