@@ -153,7 +153,10 @@ class Completions:
                                data_rule=bool(turn.context) or fenced_tools) + rest
 
     def _options(self, completion: Completion, should_stop: threading.Event) -> GenerationOptions:
-        settings = self.chat.settings
+        """The request's values, else the configuration's. Client tools under "auto" are decoded as
+        the assistant's own are ([tool_calling] decoding, call_threshold): with "constrained" the
+        engine's probability that the reply opens a call decides answer or call."""
+        settings, tooling = self.chat.settings, self.chat.tool_settings
         return GenerationOptions(
             model=completion.model,
             temperature=settings.temperature if completion.temperature is None else completion.temperature,
@@ -162,6 +165,7 @@ class Completions:
             tools=completion.tools,
             tool_choice=completion.tool_choice,
             json_schema=completion.json_schema,
+            call_threshold=tooling.call_threshold if tooling.decoding == "constrained" else None,
         )
 
     async def stream(self, user_id: UUID | str, completion: Completion) -> AsyncIterator[CompletionEvent]:
