@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 import assistant
 from api import errors
+from api.mcp_http import McpHttp
 from api.middleware import Authenticate, JsonDepth, MethodCheck, RateLimit, RequestContext
 from api.routes import (
     agent_profiles,
@@ -101,11 +102,21 @@ What the threshold reads is `rag_threshold_mode`: `"fused"` (the default) is hyb
 message's words counts even when a small embedding model puts it at cosine 0.4; `"cosine"` is the
 embedding cosine alone (the spec's reading), the candidates then come from dense search and
 relevance uses that cosine.
+
+**MCP.** `/mcp` serves the Model Context Protocol (Streamable HTTP, stateless, JSON responses; `assistant mcp`
+serves the same on stdio): the registered tools with their JSON schemas (a tool in
+`tool_calling.require_approval_for` only files an approval request, as chat does), memory search and store,
+snippets, dream insights, and resources `memory://{id}`, `graph://snapshot`, `graph://node/{id}`.
+Role: any key; every request needs one (401 without). A `read-only` key lists and calls only the tools
+that change nothing and reads resources (a write is an MCP error with `data.code` `FORBIDDEN`).
+Owner rule: the key's user's data only; another user's memory or node is not found. Rate-limited like
+every route.
 """
 
 
 def create_app(services: Services) -> FastAPI:
     openapi_url = docs.OPENAPI_URL if services.settings.server.openapi_enabled else None
+    mcp = McpHttp(services)
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if services.voice is not None:  # the voice pipeline's chat calls run on this loop
@@ -116,7 +127,8 @@ def create_app(services: Services) -> FastAPI:
             services.dream.bind_loop(asyncio.get_running_loop())
         if services.sanitation is not None:  # the contradiction judge's engine calls
             services.sanitation.bind_loop(asyncio.get_running_loop())
-        yield
+        async with mcp.run():  # the MCP transport's session manager
+            yield
 
     app = FastAPI(
         lifespan=lifespan,
@@ -136,6 +148,7 @@ def create_app(services: Services) -> FastAPI:
                    sanitation.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
+    app.add_route("/mcp", mcp, include_in_schema=False)  # the MCP server (api/mcp_http.py)
     knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)
     if openapi_url:
         docs.install(app)
