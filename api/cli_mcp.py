@@ -20,12 +20,15 @@ from typing import Annotated
 
 import typer
 
-HELP = """Serve the MCP server (Model Context Protocol) on stdin/stdout, for one user.
-
-The user is the one of --key (or the ASSISTANT_API_KEY variable), checked against the key store
-(a read-only key gets the read-only tools and the resources only); without a key, the installation's
-owner, with a `user` key's rights. The same server is served over HTTP at /mcp by `assistant serve`
-(authenticated with an API key). Logging goes to stderr; stdout carries only the protocol."""
+HELP = (
+    "Serve the MCP server (Model Context Protocol) on stdin/stdout, for one user.\n\n"
+    "The user is the one of --key (or the ASSISTANT_API_KEY variable), checked against the key store (a "
+    "read-only key gets the read-only tools and the resources only); without a key, the installation's owner, "
+    "with a `user` key's rights.\n\n"
+    "It opens the data directory itself, so it cannot run while `assistant serve` holds the same one (the "
+    "analytics database takes one process): connect to that server's /mcp over HTTP instead (the same "
+    "server, authenticated with an API key). Logging goes to stderr; stdout carries only the protocol."
+)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default ~/.local/share/assistant).")]
@@ -61,8 +64,16 @@ def mcp(config: ConfigOpt = None, data_dir: DataDirOpt = None, key: KeyOpt = Non
     from assistant.security import Principal
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = load_settings(config, data_dir)
     with stdout_to_stderr():
-        services = _open_services(load_settings(config, data_dir))
+        try:
+            services = _open_services(settings)
+        except (typer.Exit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # duckdb's lock on the analytics file, while `assistant serve` runs on it
+            fail(f"cannot open the data directory {settings.data_dir}: {exc}. If `assistant serve` runs on it, "
+                 "connect to its /mcp over HTTP instead.", 1)
+            raise
     try:
         if key:
             principal = services.keys.authenticate(key.strip())
