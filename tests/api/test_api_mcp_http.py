@@ -58,3 +58,18 @@ def test_before_the_lifespan_it_is_503_and_it_is_not_in_the_openapi_document(ser
     response = client.post("/mcp", json=rpc("tools/list"), headers={**ACCEPT, **auth})
     assert response.status_code == 503 and response.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
     assert "/mcp" not in app.openapi()["paths"]
+
+
+def test_only_json_posts_are_served_and_errors_use_the_envelope(client: TestClient, auth: dict[str, str]) -> None:
+    for method in ("GET", "DELETE", "PUT"):  # no server-started stream, no session: 405, never a held stream
+        response = client.request(method, "/mcp", headers={**ACCEPT, **auth})
+        assert response.status_code == 405 and response.headers["allow"] == "POST"
+        assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+    text = client.post("/mcp", content=b"tools/list", headers={**ACCEPT, **auth, "Content-Type": "text/plain"})
+    assert text.status_code == 400 and text.json()["error"]["code"] == "BAD_REQUEST"
+    deep = client.post("/mcp", content=b"[" * 40 + b"]" * 40, headers={**ACCEPT, **auth,
+                                                                      "Content-Type": "application/json"})
+    assert deep.status_code == 400 and deep.json()["error"]["code"] == "BAD_REQUEST"
+    unknown = client.post("/mcp", json=rpc("no/such"), headers={**ACCEPT, **auth})  # the protocol's own error
+    assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
+    assert client.request("GET", "/mcp").status_code == 401  # the key first, as on every protected route
