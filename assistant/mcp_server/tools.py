@@ -93,7 +93,7 @@ class ToolBridge:
         arguments = dict(arguments or {})
         user = str(principal.user_id)
         if name in self.gated and name in self.registered:
-            return self._request_approval(tool, user, arguments)
+            return await asyncio.to_thread(self._request_approval, tool, user, arguments)  # stores a request
         context = ToolContext(user, self.backends) if name in self.own else self.toolbox.context(user)
         try:
             value = await asyncio.wait_for(asyncio.to_thread(tool, context, arguments), self.timeout)
