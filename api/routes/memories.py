@@ -27,6 +27,7 @@ from api.schemas.memories import (
 )
 from assistant.memory.browse import MemoryFilter
 from assistant.memory.browse import list_memories as list_memories_where
+from assistant.memory.browse import search_memories as search_where
 from assistant.memory.history import memory_history as history_of
 from assistant.memory.scoring import relevance_parts
 from assistant.memory.store import MemoryStore
@@ -47,12 +48,7 @@ def active(services: ServicesDep, user: CurrentPrincipal) -> None:
 Activity = Depends(active)
 
 
-@router.get("", response_model=list[MemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
-def list_memories(
-    user: CurrentPrincipal,
-    store: Store,
-    limit: Limit = 100,
-    offset: Offset = 0,
+def memory_filter(
     memory_type: Annotated[list[str] | None, Query(
         description="Only these types (repeat the parameter for several): stored or request form "
                     "(`Fact`, `tool_result`, `Archived`...). An addition.")] = None,
@@ -64,11 +60,26 @@ def list_memories(
                                                                           "or time (an addition).")] = None,
     created_before: Annotated[str | None, Query(max_length=40, description="Created before this ISO 8601 date or "
                                                                            "time, exclusive (an addition).")] = None,
+) -> MemoryFilter:
+    """The optional filters of the list and of search (422: an unknown type, a date that is not ISO 8601,
+    ``min_importance`` above ``max_importance``)."""
+    return MemoryFilter.of(memory_type or (), min_importance, max_importance, created_after, created_before)
+
+
+Filters = Annotated[MemoryFilter, Depends(memory_filter)]
+
+
+@router.get("", response_model=list[MemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
+def list_memories(
+    user: CurrentPrincipal,
+    store: Store,
+    where: Filters,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[MemoryOut]:
     """The caller's memories, newest first (by created_at), paged by `limit` and `offset`; optionally
     filtered by type, importance range and creation date (additions; an unknown type, a date that is not
     ISO 8601 or `min_importance` above `max_importance` is 422)."""
-    where = MemoryFilter.of(memory_type or (), min_importance, max_importance, created_after, created_before)
     return [MemoryOut.of(m) for m in list_memories_where(store, str(user.user_id), where, limit, offset)]
 
 
@@ -89,13 +100,15 @@ async def search_memories(
     user: CurrentPrincipal,
     store: Store,
     q: Annotated[str, Query(min_length=1, max_length=2000, description="What to look for.")],
+    where: Filters,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> list[ScoredMemoryOut]:
     """Ranked by the spec's relevance (similarity x 0.50 + importance x 0.20 + freshness x 0.30),
     where similarity fuses dense cosine and keyword BM25. Quarantined memories are never returned;
     archived ones rank lower. Each hit carries `relevance_parts` (an addition): the three weighted
-    terms and the archived factor, which give its relevance."""
-    found = await asyncio.to_thread(store.search, str(user.user_id), q, limit)
+    terms and the archived factor, which give its relevance. The list's filters apply too (additions):
+    the best 200 hits are searched and those that pass kept."""
+    found = await asyncio.to_thread(search_where, store, str(user.user_id), q, where, limit)
     return [
         ScoredMemoryOut(**MemoryOut.of(s.memory).model_dump(), relevance=round(s.relevance, 6),
                         similarity=round(s.similarity, 6), keyword_score=round(s.keyword, 6),

@@ -1,4 +1,5 @@
-"""The user's memories filtered by type, importance range and creation date (``GET /v1/memories``'s filters).
+"""The user's memories filtered by type, importance range and creation date (the filters of ``GET /v1/memories``
+and ``GET /v1/memories/search``).
 
 Newest first, like :meth:`MemoryStore.list` (which is this with no filter). ``types`` take the stored
 or the request form (``Fact``, ``tool_result``); ``created_after`` is inclusive and ``created_before``
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 from assistant.clock import epoch_of, iso_at
 from assistant.errors import ValidationFailed
 from assistant.memory.store import MemoryStore
-from assistant.memory.types import Memory, MemoryType
+from assistant.memory.types import Memory, MemoryType, ScoredMemory
+
+SEARCH_POOL = 200  # hits searched before a filtered search keeps those that pass
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,14 @@ class MemoryFilter:
     @property
     def empty(self) -> bool:
         return self == MemoryFilter()
+
+    def admits(self, memory: Memory) -> bool:
+        """Whether ``memory`` passes (the same rules as :func:`list_memories`' SQL)."""
+        return ((not self.types or memory.memory_type in self.types)
+                and (self.min_importance is None or memory.importance >= self.min_importance)
+                and (self.max_importance is None or memory.importance <= self.max_importance)
+                and (self.created_after is None or memory.created_at >= self.created_after)
+                and (self.created_before is None or memory.created_at < self.created_before))
 
 
 def _moment(name: str, text: str | None) -> str | None:
@@ -64,3 +75,13 @@ def list_memories(store: MemoryStore, user_id: str, where: MemoryFilter, limit: 
     rows = store.db.query(f"SELECT * FROM memory_rows WHERE {' AND '.join(clauses)} "
                           "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (*args, limit, offset))
     return [store._memory(r) for r in rows]
+
+
+def search_memories(store: MemoryStore, user_id: str, query: str, where: MemoryFilter, limit: int = 10,
+                    pool: int = SEARCH_POOL) -> list[ScoredMemory]:
+    """:meth:`MemoryStore.search` (ranked by relevance) restricted to the memories ``where`` admits:
+    the best ``pool`` hits are searched, those that pass are kept, the first ``limit`` returned."""
+    if where.empty:
+        return store.search(str(user_id), query, limit)
+    found = store.search(str(user_id), query, max(limit, pool))
+    return [s for s in found if where.admits(s.memory)][:limit]

@@ -93,3 +93,14 @@ def test_list_filters(client, auth, other_auth) -> None:  # noqa: ANN001
         response = client.get("/v1/memories", params=bad, headers=auth)
         assert response.status_code == 422, bad
         assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_search_takes_the_filters(client, auth) -> None:  # noqa: ANN001
+    create(client, auth, content="Tea at the harbour cafe", memory_type="preference", importance=0.7)
+    create(client, auth, content="The harbour cafe closes at six", memory_type="fact", importance=0.4)
+    search = lambda **p: client.get("/v1/memories/search", params={"q": "harbour cafe", **p}, headers=auth)  # noqa: E731
+    assert {h["memory_type"] for h in search().json()} == {"Preference", "Fact"}
+    assert [h["memory_type"] for h in search(memory_type="fact").json()] == ["Fact"]
+    assert [h["memory_type"] for h in search(min_importance=0.5).json()] == ["Preference"]
+    assert search(created_before="2000-01-01").json() == []
+    assert search(created_after="nonsense").status_code == 422

@@ -21,7 +21,7 @@ from assistant.embeddings.hashing import HashingEmbedder
 from assistant.errors import NotFoundError, ValidationFailed
 from assistant.memory import consolidate as C
 from assistant.memory import quarantine as Q
-from assistant.memory.browse import MemoryFilter, list_memories
+from assistant.memory.browse import MemoryFilter, list_memories, search_memories
 from assistant.memory.history import memory_history
 from assistant.memory.scoring import relevance_parts
 from assistant.memory.store import MemoryStore
@@ -176,3 +176,12 @@ def test_list_filters_by_type_importance_and_date(parts, user, clock: Clock) -> 
     for bad in ({"types": ["nonsense"]}, {"created_after": "yesterday"}, {"min_importance": 0.6, "max_importance": 0.2}):
         with pytest.raises(ValidationFailed):
             MemoryFilter.of(**bad)
+
+
+def test_a_filtered_search_keeps_the_hits_that_pass(parts, user) -> None:
+    store, _ = parts
+    tea = store.add(user, "Tea at the harbour cafe", memory_type=MemoryType.PREFERENCE, importance=0.7)
+    store.add(user, "The harbour cafe closes at six", memory_type=MemoryType.FACT, importance=0.4)
+    assert len(search_memories(store, user, "harbour cafe", MemoryFilter.of())) == 2
+    assert [s.memory.id for s in search_memories(store, user, "harbour cafe", MemoryFilter.of(min_importance=0.5))] \
+        == [tea.id]
