@@ -102,7 +102,7 @@ def outlook(row: dict, memory: Memory, *, decay_factor: float, min_importance: f
         decay_type=kind.value, importance=importance, floor=params.floor, modifier=params.modifier, access_count=count,
         stability=float(D.stability(count)), effective_rate=float(D.effective_rate(base, params.modifier, count)),
         reinforcement=float(D.reinforcement(count)), hours_since_access=round(hours, 3),
-        freshness=float(freshness(hours)), last_decay_at=memory.decayed_at,
+        freshness=round(float(freshness(hours)), 6), last_decay_at=memory.decayed_at,
         low_since=iso_at(low) if low is not None and math.isfinite(low) else None, archive_in_days=archive_in,
         projection=[{"day": float(d), "importance": round(float(v), 6)} for d, v in enumerate(curve)])
 
