@@ -159,7 +159,7 @@ class MemoryExplorer(pn.viewable.Viewer):
         self.query = pn.widgets.TextInput(placeholder="Search your memories (empty: list them)", label="Search",
                                           sizing_mode="stretch_width", css_classes=["memory-query"])
         self.query.param.watch(lambda _e: self.refresh(), "enter_pressed")
-        self.search_button = pn.widgets.Button(label="Search", button_type="primary", width=110, align="end")
+        self.search_button = pn.widgets.Button(label="Search", color="primary", width=110, align="end")
         self.search_button.on_click(lambda _e: self.refresh())
         self.types = pn.widgets.MultiChoice(label="Types", options=TYPES, width=320)
         self.importance = pn.widgets.RangeSlider(label="Importance", start=0.0, end=1.0, value=(0.0, 1.0), step=0.05,
