@@ -87,7 +87,9 @@ def events_frame(history: dict[str, Any] | None) -> pd.DataFrame:
     rows = []
     for e in (history or {}).get("events", []):
         details = {k: v for k, v in (e.get("details") or {}).items() if v not in (None, [], {})}
-        rows.append({"at": e["at"], "kind": e["kind"], "title": e["title"], "importance": e.get("importance"),
+        importance = e.get("importance")
+        rows.append({"at": e["at"], "kind": e["kind"], "title": e["title"],
+                     "importance": "" if importance is None else importance,
                      "details": _short(", ".join(f"{k}: {v}" for k, v in details.items()), 240)})
     return pd.DataFrame(rows, columns=EVENT_COLUMNS)
 
