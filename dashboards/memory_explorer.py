@@ -90,7 +90,7 @@ def events_frame(history: dict[str, Any] | None) -> pd.DataFrame:
         details = {k: v for k, v in (e.get("details") or {}).items() if v not in (None, [], {})}
         importance = e.get("importance")
         rows.append({"at": e["at"], "kind": e["kind"], "title": e["title"],
-                     "importance": "" if importance is None else importance,
+                     "importance": "" if importance is None else round(float(importance), 3),
                      "details": _short(", ".join(f"{k}: {v}" for k, v in details.items()), 240)})
     return pd.DataFrame(rows, columns=EVENT_COLUMNS)
 

@@ -133,7 +133,7 @@ def memory_history(store: MemoryStore, user_id: str, memory_id: str, *,
     now = store.clock() if now is None else now
     created_ts = epoch_of(memory.created_at)
     merged = memory.updated_at and memory.updated_at != memory.created_at
-    decayed = float(row["decay_ts"]) > created_ts + 1.0
+    decayed = float(row["decay_ts"]) > created_ts + 0.002  # created_at is kept to the millisecond
     first_type = (memory.original_memory_type or memory.memory_type).value
     events = [HistoryEvent(memory.created_at, "created", f"created as {first_type}",
                            None if merged or decayed else memory.importance,

@@ -185,3 +185,12 @@ def test_a_filtered_search_keeps_the_hits_that_pass(parts, user) -> None:
     assert len(search_memories(store, user, "harbour cafe", MemoryFilter.of())) == 2
     assert [s.memory.id for s in search_memories(store, user, "harbour cafe", MemoryFilter.of(min_importance=0.5))] \
         == [tea.id]
+
+
+def test_a_decay_run_right_after_creation_counts(parts, user, clock: Clock) -> None:
+    store, _ = parts
+    memory = store.add(user, "Bike in the shed", importance=0.5)
+    clock.t += 0.3  # POST /v1/memories/decay a moment later: the stored importance is no longer the first one
+    store.decay(user)
+    history = memory_history(store, user, memory.id)
+    assert kinds(history) == ["created", "decayed"] and history.events[0].importance is None
