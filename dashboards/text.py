@@ -10,7 +10,9 @@ from __future__ import annotations
 import html
 import re
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+# what could make markup of it: emphasis, code, links and images, tables, strike-through (a line that
+# starts a list or a heading stays harmless text; escaping "." would cut URLs that the pane links)
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()!|~])")
 
 
 def literal_markdown(text: str) -> str:
