@@ -55,7 +55,7 @@ def _moment(name: str, text: str | None) -> str | None:
         return None
     try:
         return iso_at(epoch_of(text.strip()))  # the stored form: milliseconds, Z: compares as text
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # not ISO 8601, or out of datetime's range once in UTC
         raise ValidationFailed(f"{name} is not an ISO 8601 date or time",
                                [{"field": name, "error": "an ISO 8601 date (2026-01-31) or time"}]) from None
 
