@@ -6,7 +6,9 @@ queue with the same memory and defence steps as ``/v1/chat`` (:meth:`ChatService
 
 - the user's memories are retrieved for the **last user message** and reach the prompt fenced as
   data after :data:`~assistant.defence.wrap.DATA_RULE`, in a system message of their own after the
-  client's leading system messages (or the configured system prompt when the client sends none);
+  client's leading system messages. The configured system prompt is not added: the model sees what an
+  OpenAI client sent (benchmarks/bfcl.py: adding the assistant's persona to BFCL's system-less cases
+  turned 5 of 40 calls of the default model into text answers);
 - the client's ``tool`` messages (results of its own tools) are inspected and fenced as data too;
 - the exchange (last user message, answer) is learned when the answer is text, when nothing the
   defence inspected was flagged, and when the turn answers that message (it is the last message, or
@@ -136,12 +138,11 @@ class Completions:
             raise self._unknown(name)
 
     def _prompt(self, turn: TurnMemory, completion: Completion) -> list[ChatMessage]:
-        """The client's leading system messages (or the configured system prompt), the memory
-        context, then the rest of the conversation with the client's tool results fenced as data."""
+        """The client's leading system messages, the memory context, then the rest of the conversation
+        with the client's tool results fenced as data."""
         messages = list(completion.messages)
         lead = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
-        system = "\n\n".join(m.content for m in messages[:lead] if m.content) if lead else \
-            self.chat.settings.system_prompt
+        system = "\n\n".join(m.content for m in messages[:lead] if m.content)
         rest = []
         for m in messages[lead:]:
             if m.role == "tool":

@@ -115,7 +115,7 @@ def test_stop_sequence_ends_the_answer(client, auth, model: ScriptedChatModel) -
     assert (choice["message"]["content"], choice["finish_reason"]) == ("first line ", "stop")
 
 
-def test_the_clients_system_message_replaces_the_configured_one(client, auth, model: ScriptedChatModel,
+def test_the_model_sees_the_clients_system_message_and_no_configured_one(client, auth, model: ScriptedChatModel,
                                                               services: Services) -> None:
     client.post(URL, json={"messages": [{"role": "system", "content": "You are a pirate."},
                                         {"role": "user", "content": "hello"}],
@@ -123,7 +123,7 @@ def test_the_clients_system_message_replaces_the_configured_one(client, auth, mo
     messages, _ = model.calls[-1]
     assert [(m.role, m.content) for m in messages] == [("system", "You are a pirate."), ("user", "hello")]
     client.post(URL, json=body("hello", memory={"retrieve": False}), headers=auth)
-    assert model.calls[-1][0][0].content == services.settings.inference.system_prompt
+    assert [(m.role, m.content) for m in model.calls[-1][0]] == [("user", "hello")]
 
 
 # --- client tools ----------------------------------------------------------------------------------
