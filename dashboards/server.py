@@ -36,12 +36,8 @@ HERE = Path(__file__).resolve().parent
 TITLE = "Assistant dashboards"
 
 
-class Refused(SystemExit):
+class Refused(Exception):
     """The settings cannot work (a remote API without a key, a URL that is not one): said, exit code 2."""
-
-    def __init__(self, message: str):
-        super().__init__(2)
-        self.message = message
 
 
 def available(pages: Sequence[Page] = PAGES, directory: Path = HERE) -> list[Page]:
@@ -108,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         key = api_key_for(args.api, args.key)
     except Refused as refused:
-        print(f"error: {refused.message}", file=sys.stderr)
+        print(f"error: {refused}", file=sys.stderr)
         return 2
     config = str(Path(args.config).resolve()) if args.config else ""
     os.environ[ENV_URL] = args.api or ""
