@@ -1,5 +1,5 @@
 """The HTTP dream client against a recorded transport: paths, the Bearer key, filters, pages and the
-error envelope. (Against the real routes: tests/integration/test_dreams_browser.py.)"""
+error envelope. (Against the real routes: tests/integration/test_workbench_browser.py.)"""
 
 from __future__ import annotations
 
