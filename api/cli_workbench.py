@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 VOILA_APPS = ("02_memory_scoring_and_decay.ipynb", "05_dream_mode.ipynb")
 
+# Panel and Bokeh output in the notebooks' kernels carries its JavaScript and CSS inline rather than from
+# their CDNs: the apps work offline and fetch nothing from outside (the kernels inherit Voila's environment)
+INLINE = {"PANEL_INLINE": "true", "BOKEH_RESOURCES": "inline"}
+
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.")]
 
 
@@ -119,4 +123,4 @@ def voila(
         raise
     typer.echo(f"Voila apps at http://127.0.0.1:{port}/ : " + ", ".join(
         f"http://127.0.0.1:{port}/voila/render/{n}" for n in VOILA_APPS))
-    _exec(voila_args(port, apps))
+    _exec(voila_args(port, apps), {**os.environ, **INLINE})

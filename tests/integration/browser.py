@@ -46,8 +46,9 @@ def plot_js(body: str) -> str:
 
 # the text the page shows, shadow roots included (Panel renders inside them)
 TEXT_JS = """() => {
-  const walk = (root) => Array.from(root.querySelectorAll('*')).map((el) =>
-    (el.shadowRoot ? walk(el.shadowRoot) : '') + (el.children.length === 0 ? (el.textContent || '') + ' ' : '')).join('');
+  const skip = new Set(['STYLE', 'SCRIPT', 'TEMPLATE', 'NOSCRIPT', 'TITLE']);
+  const walk = (root) => Array.from(root.querySelectorAll('*')).map((el) => (el.shadowRoot ? walk(el.shadowRoot) : '')
+    + (el.children.length === 0 && !skip.has(el.tagName) ? (el.textContent || '') + ' ' : '')).join('');
   return walk(document);
 }"""
 
@@ -95,29 +96,48 @@ def watched_page(browser: Browser, url: str, *, width: int = 1500, height: int =
 
 
 @contextlib.contextmanager
-def dashboards_serve(log_path: Path, env: dict[str, str], args: list[str] = ()) -> Iterator[str]:
-    """``python -m dashboards`` (every page) on a free loopback port until its index answers; yields its URL."""
-    port = free_port()
+def started(args: list[str], log_path: Path, env: dict[str, str], url: str, timeout: float = 90) -> Iterator[str]:
+    """``python args...`` (the repository importable) until ``url`` answers 200; yields ``url``; stopped after."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     with log_path.open("wb") as log:
-        server = subprocess.Popen([sys.executable, "-m", "dashboards", "--port", str(port), *args],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + timeout
             while True:
                 try:
-                    if httpx.get(url + "/", timeout=5).status_code == 200:
+                    if httpx.get(url, timeout=5).status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass
                 assert server.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, "python -m dashboards did not start"
+                assert time.monotonic() < deadline, f"{' '.join(args)} did not start"
                 time.sleep(0.3)
             yield url
         finally:
             server.terminate()
             try:
-                server.wait(timeout=20)
+                server.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+@contextlib.contextmanager
+def dashboards_serve(log_path: Path, env: dict[str, str], args: list[str] = ()) -> Iterator[str]:
+    """``python -m dashboards`` (every page) on a free loopback port until its index answers; yields its URL."""
+    port = free_port()
+    with started(["-m", "dashboards", "--port", str(port), *args], log_path, env, f"http://127.0.0.1:{port}/"):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """The apt Chromium, headless (never a downloaded browser); the artefacts directory made."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

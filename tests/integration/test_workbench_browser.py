@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from assistant.dream.types import InsightType
 from assistant.graph.types import Entity, Extraction, Fact, NodeKind
@@ -36,9 +36,8 @@ from dashboards.pages import PAGES
 from dashboards.server import available
 from tests.integration.browser import (
     ARTIFACTS,
-    CHROMIUM,
-    FLAGS,
     TEXT_JS,
+    chromium,
     dashboards_serve,
     plot_js,
     wait_for,
@@ -139,11 +138,8 @@ def dashboards(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
+    with chromium() as b:
+        yield b
 
 
 def no_banner(page) -> None:  # noqa: ANN001 - a playwright Page

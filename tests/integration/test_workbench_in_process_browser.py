@@ -18,18 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from assistant.config import Settings
 from assistant.services import Services, build_services
-from tests.integration.browser import ARTIFACTS, CHROMIUM, FLAGS, dashboards_serve, plot_js, wait_for, watched_page
-from tests.integration.test_workbench_browser import NODE_NAMES_JS, SCRIPTS, SERVED
+from tests.integration.browser import ARTIFACTS, chromium, dashboards_serve, wait_for, watched_page
+from tests.integration.test_workbench_browser import DAY, MEMORIES, NODE_NAMES_JS, SCRIPTS, SERVED, TIMELINE_JS
 
 pytestmark = pytest.mark.integration
-DAY = 86_400.0
-MEMORIES = [(2.0, "Anna met Tom in Paris"), (1.0, "Anna and Lena went to Rome"), (0.5, "Tom cooked Risotto"),
-            (0.2, "I run every Sunday morning."), (0.1, "I run every Sunday morning.")]
-TIMELINE_JS = plot_js("return plot.data.flatMap((t) => Array.from(t.y || []).map((y) => t.name + '|' + y));")
 
 
 def config_file(directory: Path, data_dir: Path) -> Path:
@@ -72,11 +68,8 @@ def dashboards(config: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
+    with chromium() as b:
+        yield b
 
 
 def test_knowledge_graph_sees_another_process_write(config: Path, dashboards: str, browser: Browser) -> None:
