@@ -48,6 +48,7 @@ bench: setup
 	$(BIN)/python benchmarks/locomo_recall.py --modes dense,keyword,hybrid,hybrid+graph
 	$(BIN)/python benchmarks/locomo_recall.py --cv --methods hybrid@defaults,hybrid+graph
 	$(BIN)/python benchmarks/tool_calling.py
+	$(BIN)/python benchmarks/bfcl.py
 	$(BIN)/python benchmarks/voice.py
 	$(BIN)/python benchmarks/voice_encoders.py
 	$(BIN)/python benchmarks/load.py

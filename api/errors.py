@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
 
@@ -43,17 +44,57 @@ def envelope(code: str, message: str, request_id: str, details: dict[str, Any] |
     return {"error": error}
 
 
+# The OpenAI-compatible routes answer errors in OpenAI's shape (clients such as the openai SDK read
+# it): {"error": {"message", "type", "param", "code"}}, and 400 where the others say 422.
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+_OPENAI_TYPE = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
+_OPENAI_CODE = {"UNAUTHORIZED": "invalid_api_key", "FORBIDDEN": "insufficient_permissions",
+                "PAYLOAD_TOO_LARGE": "request_too_large", "RATE_LIMITED": "rate_limit_exceeded",
+                "METHOD_NOT_ALLOWED": "method_not_allowed", "NOT_FOUND": "not_found",
+                "SERVICE_UNAVAILABLE": "service_unavailable", "UPSTREAM_ERROR": "upstream_error",
+                "INTERNAL_ERROR": "internal_error", "ENGINE_ERROR": "service_unavailable"}
+
+
+def is_openai_path(path: str) -> bool:
+    """``/v1/chat/completions``, ``/v1/models`` and ``/v1/models/...``."""
+    return any(path == p or path.startswith(p + "/") for p in OPENAI_PATHS)
+
+
+def openai_param(field: str) -> str:
+    """A field path as OpenAI names parameters: ``tools.0.function.name`` -> ``tools[0].function.name``."""
+    return re.sub(r"\.(\d+)(?=\.|\[|$)", r"[\1]", field)
+
+
+def openai_error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> tuple[int, dict]:
+    """The status and body of an error in OpenAI's shape. ``details`` may name ``param`` and ``code``
+    (``model_not_found``); otherwise the param is the first invalid field, the code follows ours."""
+    details = details or {}
+    status = 400 if status == 422 else status
+    fields = details.get("fields") or []
+    param = details.get("param") or (openai_param(fields[0]["field"]) if fields else None)
+    error_type = "server_error" if status >= 500 else _OPENAI_TYPE.get(status, "invalid_request_error")
+    return status, {"error": {"message": message, "type": error_type, "param": param,
+                              "code": details.get("code") or _OPENAI_CODE.get(code)}}
+
+
+def error_body(path: str, status: int, code: str, message: str, request_id: str,
+               details: dict[str, Any] | None = None, **extra: Any) -> tuple[int, dict[str, Any]]:
+    """The status and body of an error on ``path``: OpenAI's shape on the OpenAI-compatible routes,
+    the envelope everywhere else (what every error producer, handlers and middlewares, calls)."""
+    if is_openai_path(path):
+        return openai_error(status, code, message, details)
+    return status, envelope(code, message, request_id, details, **extra)
+
+
 def request_id_of(request: Request) -> str:
     return getattr(request.state, "request_id", "")
 
 
 def error_response(request: Request, code: str, message: str, details: dict[str, Any] | None = None,
                    headers: dict[str, str] | None = None, status: int | None = None, **extra: Any) -> JSONResponse:
-    return JSONResponse(
-        envelope(code, message, request_id_of(request), details, **extra),
-        status_code=status or STATUS_OF.get(code, 500),
-        headers=headers,
-    )
+    status, body = error_body(request.url.path, status or STATUS_OF.get(code, 500), code, message,
+                              request_id_of(request), details, **extra)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:

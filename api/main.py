@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 import assistant
 from api import errors
+from api.mcp_http import McpHttp
 from api.middleware import Authenticate, JsonDepth, MethodCheck, RateLimit, RequestContext
 from api.routes import (
     agent_profiles,
@@ -24,6 +25,7 @@ from api.routes import (
     knowledge,
     memories,
     metrics,
+    openai_compat,
     quarantine,
     sanitation,
     snippets,
@@ -53,7 +55,8 @@ since they decide them). Keys in the config file's `security.api_keys` are `user
 `"<key>" = { user_id = "<user uuid>", role = "admin" }`. Unauthenticated: `/health`, `/ready`, `/ready/all`, `/metrics`,
 `/metrics/prometheus` (and these docs).
 
-**Errors** always use the envelope `{"error": {code, message, details?, request_id}}`.
+**Errors** always use the envelope `{"error": {code, message, details?, request_id}}` (the
+OpenAI-compatible routes excepted: OpenAI's shape, see below).
 400 `BAD_REQUEST` is for bodies that cannot be read, and its message says why: malformed JSON, a
 body that is not a JSON object, a Content-Type other than `application/json` (400, not 415: the
 body is unreadable as sent), invalid UTF-8, arrays and objects nested deeper than 32 levels, an
@@ -101,11 +104,28 @@ What the threshold reads is `rag_threshold_mode`: `"fused"` (the default) is hyb
 message's words counts even when a small embedding model puts it at cosine 0.4; `"cosine"` is the
 embedding cosine alone (the spec's reading), the candidates then come from dense search and
 relevance uses that cosine.
+
+**OpenAI-compatible endpoint.** `POST /v1/chat/completions` and `GET /v1/models` follow OpenAI's API
+so that its clients (the `openai` SDK, Open WebUI, Home Assistant) work unchanged with an API key of
+this service as their key: the key's user's memories are retrieved and learned as in `/v1/chat`
+(the `memory` extension field switches this per request), client `tools` come back as `tool_calls`
+and are never executed, and errors on these routes use OpenAI's shape `{"error": {message, type,
+param, code}}` (400 for invalid input, not 422).
+
+**MCP.** `/mcp` serves the Model Context Protocol (Streamable HTTP, stateless, JSON responses; `assistant mcp`
+serves the same on stdio): the registered tools with their JSON schemas (a tool in
+`tool_calling.require_approval_for` only files an approval request, as chat does), memory search and store,
+snippets, dream insights, and resources `memory://{id}`, `graph://snapshot`, `graph://node/{id}`.
+Role: any key; every request needs one (401 without). A `read-only` key lists and calls only the tools
+that change nothing and reads resources (a write is an MCP error with `data.code` `FORBIDDEN`).
+Owner rule: the key's user's data only; another user's memory or node is not found. Rate-limited like
+every route.
 """
 
 
 def create_app(services: Services) -> FastAPI:
     openapi_url = docs.OPENAPI_URL if services.settings.server.openapi_enabled else None
+    mcp = McpHttp(services)
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if services.voice is not None:  # the voice pipeline's chat calls run on this loop
@@ -116,7 +136,8 @@ def create_app(services: Services) -> FastAPI:
             services.dream.bind_loop(asyncio.get_running_loop())
         if services.sanitation is not None:  # the contradiction judge's engine calls
             services.sanitation.bind_loop(asyncio.get_running_loop())
-        yield
+        async with mcp.run():  # the MCP transport's session manager
+            yield
 
     app = FastAPI(
         lifespan=lifespan,
@@ -133,9 +154,10 @@ def create_app(services: Services) -> FastAPI:
     for router in (health.router, metrics.router, chat.router, quarantine.router, memories.router, system.router,
                    tools.router, snippets.router, agent_profiles.router, catalog.router, approvals.router,
                    agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
-                   sanitation.router):
+                   sanitation.router, openai_compat.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
+    app.add_route("/mcp", mcp, include_in_schema=False)  # the MCP server (api/mcp_http.py)
     knowledge.document_limits(app, visualization.max_nodes, visualization.min_retention_threshold)
     if openapi_url:
         docs.install(app)

@@ -3,7 +3,8 @@
 ``RequestContext`` is outermost: it gives every request an ``X-Request-Id`` (keeping a valid
 incoming UUID), counts it in the metrics and latency history, caps the body size, and turns any
 exception that escaped the handlers into the 500 envelope, so no traceback ever leaks.
-``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
+Every error they answer goes through :func:`api.errors.error_body` (OpenAI's shape on the
+OpenAI-compatible routes, the envelope elsewhere). ``RateLimit`` applies the per-client-IP limit to every route except health, readiness and metrics.
 ``Authenticate`` checks the API key of every ``/v1/`` and ``/api/`` route (webhooks excepted:
 they carry their own signature) before the body is read. ``JsonDepth`` refuses JSON bodies nested too deep (400). ``MethodCheck`` (innermost) answers 405
 with the complete ``Allow`` header before routing, so a fixed path (``/v1/commands/catalog/audit``)
@@ -24,7 +25,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import principal_from_headers
-from api.errors import STATUS_OF, envelope
+from api.errors import STATUS_OF, error_body
 from assistant.errors import AssistantError
 from assistant.services import Services
 
@@ -94,15 +95,15 @@ class RequestContext:
             await self.app(scope, await self._capped(scope, receive), send_with_id)
         except PayloadTooLarge:
             if not started:
-                status = 413
-                body = envelope("PAYLOAD_TOO_LARGE", f"request body exceeds {self.max_body} bytes", request_id)
-                await _send_json(send, 413, body, [rid_header])
+                status, body = error_body(scope["path"], 413, "PAYLOAD_TOO_LARGE",
+                                          f"request body exceeds {self.max_body} bytes", request_id)
+                await _send_json(send, status, body, [rid_header])
         except Exception:
             log.exception("unhandled error in %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
-                status = 500
-                body = envelope("INTERNAL_ERROR", "internal server error; quote the request id when reporting it", request_id)
-                await _send_json(send, 500, body, [rid_header])
+                status, body = error_body(scope["path"], 500, "INTERNAL_ERROR",
+                                          "internal server error; quote the request id when reporting it", request_id)
+                await _send_json(send, status, body, [rid_header])
         finally:
             duration_ms = (time.perf_counter() - start) * 1000
             metrics.request_finished(status, duration_ms, scope["path"])
@@ -168,7 +169,7 @@ class JsonDepth:
         problem = json_depth_problem(body)
         if problem is not None:
             request_id = scope.get("state", {}).get("request_id", "")
-            await _send_json(send, 400, envelope("BAD_REQUEST", problem, request_id), [])
+            await _send_json(send, *error_body(scope["path"], 400, "BAD_REQUEST", problem, request_id), [])
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -219,7 +220,7 @@ class Authenticate:
         except AssistantError as exc:
             request_id = scope.get("state", {}).get("request_id", "")
             headers = [(b"www-authenticate", b"Bearer")] if exc.code == "UNAUTHORIZED" else []
-            await _send_json(send, STATUS_OF[exc.code], envelope(exc.code, exc.message, request_id), headers)
+            await _send_json(send, *error_body(path, STATUS_OF[exc.code], exc.code, exc.message, request_id), headers)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
@@ -243,13 +244,13 @@ class RateLimit:
         ]
         if not decision.allowed:
             request_id = scope.get("state", {}).get("request_id", "")
-            body = envelope(
-                "RATE_LIMITED",
+            status, body = error_body(
+                scope["path"], 429, "RATE_LIMITED",
                 f"rate limit of {decision.limit} requests per minute exceeded; retry in {decision.retry_after} s",
                 request_id,
                 retry_after=decision.retry_after,
             )
-            await _send_json(send, 429, body, [*headers, (b"retry-after", str(decision.retry_after).encode())])
+            await _send_json(send, status, body, [*headers, (b"retry-after", str(decision.retry_after).encode())])
             return
 
         async def send_with_limits(message: Message) -> None:
@@ -312,7 +313,7 @@ class MethodCheck:
                 allow = ", ".join(sorted(allowed))
                 request_id = scope.get("state", {}).get("request_id", "")
                 message = f"method {scope['method']} is not allowed on {scope['path']}; allowed: {allow}"
-                await _send_json(send, 405, envelope("METHOD_NOT_ALLOWED", message, request_id),
+                await _send_json(send, *error_body(scope["path"], 405, "METHOD_NOT_ALLOWED", message, request_id),
                                  [(b"allow", allow.encode())])
                 return
         await self.app(scope, receive, send)

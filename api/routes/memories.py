@@ -1,4 +1,4 @@
-"""The caller's memories: list, create, search, stats, decay, get, delete.
+"""The caller's memories: list (with filters), create, search, stats, decay, get, history, delete.
 
 A user never sees, finds, counts or deletes another user's memories: those answer 404.
 
@@ -14,9 +14,22 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import CurrentPrincipal, Limit, Offset, ServicesDep, service
+from api.deps import ROLE_READ, CurrentPrincipal, Limit, Offset, ServicesDep, service
 from api.schemas.common import AUTH_ERRORS, error_responses
-from api.schemas.memories import DecayResult, MemoryCreate, MemoryOut, MemoryStats, ScoredMemoryOut
+from api.schemas.memories import (
+    DecayResult,
+    MemoryCreate,
+    MemoryHistoryOut,
+    MemoryOut,
+    MemoryStats,
+    RelevancePartsOut,
+    ScoredMemoryOut,
+)
+from assistant.memory.browse import MemoryFilter
+from assistant.memory.browse import list_memories as list_memories_where
+from assistant.memory.browse import search_memories as search_where
+from assistant.memory.history import memory_history as history_of
+from assistant.memory.scoring import relevance_parts
 from assistant.memory.store import MemoryStore
 from assistant.memory.types import MemoryType
 
@@ -35,15 +48,39 @@ def active(services: ServicesDep, user: CurrentPrincipal) -> None:
 Activity = Depends(active)
 
 
+def memory_filter(
+    memory_type: Annotated[list[str] | None, Query(
+        description="Only these types (repeat the parameter for several): stored or request form "
+                    "(`Fact`, `tool_result`, `Archived`...). An addition.")] = None,
+    min_importance: Annotated[float | None, Query(ge=0.0, le=1.0, description="Importance at least (an addition).")]
+    = None,
+    max_importance: Annotated[float | None, Query(ge=0.0, le=1.0, description="Importance at most (an addition).")]
+    = None,
+    created_after: Annotated[str | None, Query(max_length=40, description="Created at or after this ISO 8601 date "
+                                                                          "or time (an addition).")] = None,
+    created_before: Annotated[str | None, Query(max_length=40, description="Created before this ISO 8601 date or "
+                                                                           "time, exclusive (an addition).")] = None,
+) -> MemoryFilter:
+    """The optional filters of the list and of search (422: an unknown type, a date that is not ISO 8601,
+    ``min_importance`` above ``max_importance``)."""
+    return MemoryFilter.of(memory_type or (), min_importance, max_importance, created_after, created_before)
+
+
+Filters = Annotated[MemoryFilter, Depends(memory_filter)]
+
+
 @router.get("", response_model=list[MemoryOut], responses=error_responses(*AUTH_ERRORS, 422, 503))
 def list_memories(
     user: CurrentPrincipal,
     store: Store,
+    where: Filters,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> list[MemoryOut]:
-    """The caller's memories, newest first (by created_at), paged by `limit` and `offset`."""
-    return [MemoryOut.of(m) for m in store.list(str(user.user_id), limit, offset)]
+    """The caller's memories, newest first (by created_at), paged by `limit` and `offset`; optionally
+    filtered by type, importance range and creation date (additions; an unknown type, a date that is not
+    ISO 8601 or `min_importance` above `max_importance` is 422)."""
+    return [MemoryOut.of(m) for m in list_memories_where(store, str(user.user_id), where, limit, offset)]
 
 
 @router.post("", status_code=201, response_model=MemoryOut, dependencies=[Activity],
@@ -63,16 +100,20 @@ async def search_memories(
     user: CurrentPrincipal,
     store: Store,
     q: Annotated[str, Query(min_length=1, max_length=2000, description="What to look for.")],
+    where: Filters,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> list[ScoredMemoryOut]:
     """Ranked by the spec's relevance (similarity x 0.50 + importance x 0.20 + freshness x 0.30),
     where similarity fuses dense cosine and keyword BM25. Quarantined memories are never returned;
-    archived ones rank lower."""
-    found = await asyncio.to_thread(store.search, str(user.user_id), q, limit)
+    archived ones rank lower. Each hit carries `relevance_parts` (an addition): the three weighted
+    terms and the archived factor, which give its relevance. The list's filters apply too (additions):
+    the best 200 hits are searched and those that pass kept."""
+    found = await asyncio.to_thread(search_where, store, str(user.user_id), q, where, limit)
     return [
         ScoredMemoryOut(**MemoryOut.of(s.memory).model_dump(), relevance=round(s.relevance, 6),
                         similarity=round(s.similarity, 6), keyword_score=round(s.keyword, 6),
-                        freshness=round(s.freshness, 6))
+                        freshness=round(s.freshness, 6),
+                        relevance_parts=RelevancePartsOut(**relevance_parts(s, store.weights).as_dict()))
         for s in found
     ]
 
@@ -97,6 +138,25 @@ async def decay_memories(user: CurrentPrincipal, store: Store) -> DecayResult:
 @router.get("/{memory_id}", response_model=MemoryOut, responses=error_responses(*AUTH_ERRORS, 404, 422, 503))
 def get_memory(memory_id: UUID, user: CurrentPrincipal, store: Store) -> MemoryOut:
     return MemoryOut.of(store.get(str(user.user_id), str(memory_id)))
+
+
+@router.get("/{memory_id}/history", response_model=MemoryHistoryOut,
+            responses=error_responses(*AUTH_ERRORS, 404, 422, 503), summary="A memory's history",
+            description="The memory's life, oldest first (an addition): created (type, importance when still "
+                        "the stored one), text merged, every dream journal entry naming it (consolidated, "
+                        "deduplicated, archived, decayed; details and before/after snapshots), the last decay "
+                        "run, the clean-up clock, archived, quarantined (the reason: sealed at rest, opened for "
+                        "its owner), restored, and the last access with the access count (only the last one is "
+                        "kept). `decay` applies the decay formula to it now: parameters, effective rate, "
+                        "freshness, the importance day by day for `days` days of daily runs and when the clean-up "
+                        "would archive it." + ROLE_READ + "Owner: only the caller's memories; another user's is "
+                        "404, exactly as an unknown id.")
+def memory_history(memory_id: UUID, user: CurrentPrincipal, store: Store, services: ServicesDep,
+                   days: Annotated[int, Query(ge=1, le=3650, description="Days of decay projection.")] = 90,
+                   ) -> MemoryHistoryOut:
+    journal = services.dream.store.memory_journal if services.dream is not None else None
+    found = history_of(store, str(user.user_id), str(memory_id), journal=journal, days=days)
+    return MemoryHistoryOut(memory=MemoryOut.of(found.memory), **found.as_dict())
 
 
 @router.delete("/{memory_id}", status_code=204, response_class=Response, dependencies=[Activity],

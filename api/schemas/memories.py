@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas.common import NOT_BLANK, one_of_ignoring_case
@@ -61,11 +63,65 @@ class MemoryOut(BaseModel):
                    updated_at=m.updated_at)
 
 
+class RelevancePartsOut(BaseModel):
+    """What each term of the relevance formula gave this hit (an addition): `relevance` =
+    (`similarity` + `importance` + `freshness`) x `factor`."""
+
+    similarity: float = Field(description="0.50 x `retrieval_similarity`.")
+    importance: float = Field(description="0.20 x the memory's importance.")
+    freshness: float = Field(description="0.30 x e^(-0.01 x hours since last access).")
+    factor: float = Field(description="0.5 for an Archived memory (it ranks at half its relevance), else 1.0.")
+    retrieval_similarity: float = Field(description="The similarity in the formula: dense cosine and BM25 fused "
+                                                    "(0.7/0.3 by default), plus neighbour and date context.")
+
+
 class ScoredMemoryOut(MemoryOut):
     relevance: float = Field(description="similarity x 0.50 + importance x 0.20 + freshness x 0.30")
     similarity: float = Field(description="Dense cosine similarity to the query.")
     keyword_score: float = Field(description="BM25 keyword score, normalised to the best match (0..1).")
     freshness: float = Field(description="e^(-0.01 x hours since last access)")
+    relevance_parts: RelevancePartsOut = Field(description="The relevance, term by term (an addition).")
+
+
+class HistoryEventOut(BaseModel):
+    at: str = Field(description="When (ISO 8601 UTC).")
+    kind: str = Field(description="`created`, `merged`, `dream`, `decayed`, `low`, `archived`, `quarantined`, "
+                                  "`restored` or `accessed`.")
+    title: str
+    importance: float | None = Field(None, description="The importance the event left, when recorded.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Per kind: the dream journal entry "
+                                    "(operation, session, details, before/after snapshots), the quarantine "
+                                    "reason, the access count...")
+
+
+class DecayPoint(BaseModel):
+    day: float
+    importance: float
+
+
+class DecayOutlookOut(BaseModel):
+    decay_type: str = Field(description="Whose decay parameters apply (an Archived memory's original type).")
+    importance: float
+    floor: float
+    modifier: float
+    access_count: int
+    stability: float = Field(description="1 + ln(1 + access_count)")
+    effective_rate: float = Field(description="Per day: base_decay_rate x modifier / stability.")
+    reinforcement: float = Field(description="min(access_count x 0.005, 0.08), added each decay run.")
+    hours_since_access: float
+    freshness: float = Field(description="e^(-0.01 x hours since last access): relevance's freshness term.")
+    last_decay_at: str | None
+    low_since: str | None = Field(description="At or below memory.min_importance since (the clean-up clock).")
+    archive_in_days: int | None = Field(description="Daily decay runs until the clean-up archives it if nothing "
+                                                    "touches it; null: never (its floor is above min_importance).")
+    projection: list[DecayPoint] = Field(description="Importance day by day from now (day 0), daily runs, no access.")
+
+
+class MemoryHistoryOut(BaseModel):
+    memory: MemoryOut
+    events: list[HistoryEventOut] = Field(description="Oldest first.")
+    decay: DecayOutlookOut | None = Field(description="Null for types that do not decay (Hypothesis, "
+                                                      "Quarantined).")
 
 
 class TypeCount(BaseModel):

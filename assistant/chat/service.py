@@ -55,11 +55,12 @@ from assistant.agents.profiles import ProfileApplication, ProfileStore
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.call_review import ToolCallCounters
 from assistant.chat.conversations import ConversationStore
+from assistant.chat.recall import TurnMemory, UsedMemory, insight_block, memory_block, system_messages
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop, ToolRecord
 from assistant.chat.tool_runs import DEFENCE_TOOL, ToolRun, ToolRunStore
 from assistant.config import InferenceSettings, MemorySettings, ToolCallingSettings
 from assistant.defence.types import Detector, NoDefence, Source
-from assistant.defence.wrap import DATA_RULE, Inspected, PromptGuard, VerdictCache, neutralised
+from assistant.defence.wrap import Inspected, PromptGuard, VerdictCache
 from assistant.errors import ServiceUnavailableError, ValidationFailed
 from assistant.guarded import EmbedderUnavailable
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall
@@ -87,24 +88,6 @@ class ChatRequest:
     enabled_tools: tuple[str, ...] | None = None
     use_memories: bool = True  # False: no memory reaches the prompt (a voice speaker not confidently identified)
     learn: bool = True  # False: nothing of the exchange is learned into the user's memories
-
-
-@dataclass(frozen=True)
-class UsedMemory:
-    """A memory that reached the prompt of an answer: its id, type, content (the user's own text) and
-    the relevance and retrieval similarity that let it in (:meth:`MemoryStore.retrieve_for_prompt`)."""
-
-    id: str
-    memory_type: str
-    content: str
-    relevance: float
-    similarity: float
-
-    @classmethod
-    def of(cls, scored: Any) -> UsedMemory:
-        m = scored.memory
-        kind = getattr(m.memory_type, "value", m.memory_type)
-        return cls(str(m.id), str(kind), m.content, round(float(scored.relevance), 4), round(float(scored.fused), 4))
 
 
 @dataclass(frozen=True)
@@ -261,13 +244,7 @@ class ChatService:
         system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
         if profiles is not None and profiles.system:
             system = "\n\n".join(part for part in (system, profiles.system) if part)
-        if data_rule:  # fenced data (memories, tool results) may follow: it never carries instructions
-            memory_context = "\n\n".join(part for part in (DATA_RULE, memory_context) if part)
-        if separate_context:
-            messages = [ChatMessage("system", part) for part in (system, memory_context) if part]
-        else:
-            system = "\n\n".join(part for part in (system, memory_context) if part)
-            messages = [ChatMessage("system", system)] if system else []
+        messages = system_messages(system, memory_context, separate=separate_context, data_rule=data_rule)
         if request.conversation_id is not None:
             messages += self.conversations.history(request.conversation_id, self.settings.history_messages)
         messages.append(ChatMessage("user", request.message))
@@ -291,37 +268,21 @@ class ChatService:
         the system prompt, unless ``request.use_memories`` is False."""
         profiles = self.resolve_profiles(user_id, request)
         self.validate(request, profiles)
-        if self.activity is not None:
-            self.activity(str(user_id))
+        self.touch(user_id)
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
-        memory_on = self.memory is not None and self.memory_settings.enabled
-        retrieve = memory_on and self.memory_settings.enable_rag and request.use_memories
-        learn = memory_on and self.memory_settings.enable_learning and request.learn
-        query_vector = None
-        context = ""
-        used: list = []
-        guard = PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
-        await asyncio.to_thread(guard.inspect, request.message, Source.USER, "user message")
-        try:
-            if retrieve or learn:
-                query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [request.message]))[0]
-            if retrieve:
-                context, used = await asyncio.to_thread(
-                    self.memory.retrieve_for_prompt, str(user_id), request.message, query_vector
-                )
-                left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
-                context = await asyncio.to_thread(self._memory_block, guard, used) if context else ""
-                if self.surfacing is not None:
-                    extra = await asyncio.to_thread(self.surfacing, str(user_id), request.message, query_vector, left)
-                    extra = await asyncio.to_thread(self._insight_block, guard, extra) if extra else ""
-                    context = "\n\n".join(part for part in (context, extra) if part)
-            enabled = self.offered_tools(request, profiles.tools, query_vector)
-        except EmbedderUnavailable as exc:  # degraded: answer without memories (and with every tool)
-            log.warning("chat without memories: %s", exc.message)
-            learn, query_vector, context, used = False, None, "", []
+        turn = await self.recall(user_id, request.message, use_memories=request.use_memories, learn=request.learn)
+        enabled = None
+        if not turn.degraded:
+            try:
+                enabled = self.offered_tools(request, profiles.tools, turn.query_vector)
+            except EmbedderUnavailable as exc:
+                log.warning("chat without memories: %s", exc.message)
+                turn.drop()
+        if turn.degraded:  # answer without memories (and with every tool)
             enabled = (request.enabled_tools or profiles.tools or tuple(self.tool_names)) \
                 if self.uses_tools(request) else None
+        guard, context = turn.guard, turn.context
         use_tools = enabled is not None
         before_tools = list(guard.seen)
         messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles,
@@ -383,21 +344,10 @@ class ChatService:
         records = _flagged_records(before_tools) + (loop_result.records if loop_result is not None else [])
         if records and self.tool_runs is not None:
             runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, records))
-        refusal = learning_refusal(bool(guard.flagged(indirect=False)), bool(guard.flagged(indirect=True)))
-        if learn and refusal is not None:
-            log.info("nothing learned from this exchange: %s", refusal)
-            learn = False
-        if learn:
-            try:
-                await asyncio.to_thread(
-                    self.memory.learn, str(user_id), request.message, reply,
-                    conversation_id=conversation_id, query_vector=query_vector,
-                )
-            except EmbedderUnavailable as exc:  # the exchange is stored; only the learning is skipped
-                log.warning("nothing learned from this exchange: %s", exc.message)
+        refusal = await self.learn_from(user_id, turn, request.message, reply, conversation_id)
         yield DoneEvent(
             finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs,
-            _defence_summary(guard, refusal), tuple(UsedMemory.of(m) for m in used),
+            _defence_summary(guard, refusal), turn.memories,
         )
 
     async def chat(self, user_id: UUID | str, request: ChatRequest) -> ChatReply:
@@ -420,26 +370,62 @@ class ChatService:
             memories=done.memories,
         )
 
-    def _memory_block(self, guard: PromptGuard, used: list) -> str:
-        """The retrieved memories as the prompt sees them: the preamble, then the memories (one
-        line each, flagged spans neutralised) in one data fence. Each memory is inspected once; its
-        verdict is cached by (user, memory id, content hash)."""
-        lines = []
-        for scored in used:
-            memory = scored.memory
-            verdict = guard.inspect(memory.content, Source.MEMORY, "remembered fact", memory.id, memory.id)
-            text = neutralised(memory.content, verdict) if guard.neutralise else memory.content
-            lines.append("- " + " ".join(text.split()))
-        return f"{PREAMBLE}\n" + guard.data("\n".join(lines), None, "remembered facts about the user")
+    def touch(self, user_id: UUID | str) -> None:
+        """Tell dream mode the user is active (its idle gate)."""
+        if self.activity is not None:
+            self.activity(str(user_id))
 
-    @staticmethod
-    def _insight_block(guard: PromptGuard, extra: str) -> str:
-        """Surfaced dream insights: their header line, then the insights fenced as data."""
-        header, _, body = extra.partition("\n")
-        if not body:
-            return extra
-        fenced, _ = guard.wrap(body, Source.MEMORY, "insights the user confirmed")
-        return f"{header}\n{fenced}"
+    def new_guard(self, user_id: UUID | str) -> PromptGuard:
+        """The defence of one turn: the configured detector, the memory verdicts cached across turns."""
+        return PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
+
+    async def recall(self, user_id: UUID | str, message: str, *, use_memories: bool = True,
+                     learn: bool = True) -> TurnMemory:
+        """The memory steps before the model runs (:mod:`assistant.chat.recall`): the turn's guard
+        inspects ``message``; with memory on it is embedded once, and (with ``use_memories`` and
+        ``enable_rag``) the user's relevant memories and surfaced insights become the fenced memory
+        context. An unavailable embedder degrades the turn (no memories, nothing learned)."""
+        memory_on = self.memory is not None and self.memory_settings.enabled
+        retrieve = memory_on and self.memory_settings.enable_rag and use_memories
+        turn = TurnMemory(self.new_guard(user_id), learn=memory_on and self.memory_settings.enable_learning and learn)
+        guard = turn.guard
+        await asyncio.to_thread(guard.inspect, message, Source.USER, "user message")
+        try:
+            if retrieve or turn.learn:
+                turn.query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [message]))[0]
+            if retrieve:
+                context, used = await asyncio.to_thread(
+                    self.memory.retrieve_for_prompt, str(user_id), message, turn.query_vector
+                )
+                left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
+                context = await asyncio.to_thread(memory_block, guard, used) if context else ""
+                if self.surfacing is not None:
+                    extra = await asyncio.to_thread(self.surfacing, str(user_id), message, turn.query_vector, left)
+                    extra = await asyncio.to_thread(insight_block, guard, extra) if extra else ""
+                    context = "\n\n".join(part for part in (context, extra) if part)
+                turn.context, turn.used = context, used
+        except EmbedderUnavailable as exc:
+            log.warning("chat without memories: %s", exc.message)
+            turn.drop()
+        return turn
+
+    async def learn_from(self, user_id: UUID | str, turn: TurnMemory, message: str, reply: str,
+                         conversation_id: str | None) -> str | None:
+        """Learn the exchange when the turn may (memory on, not degraded, nothing flagged by the
+        defence); returns why it was not learned because of the defence, or None."""
+        guard = turn.guard
+        refusal = learning_refusal(bool(guard.flagged(indirect=False)), bool(guard.flagged(indirect=True)))
+        if turn.learn and refusal is not None:
+            log.info("nothing learned from this exchange: %s", refusal)
+        elif turn.learn:
+            try:
+                await asyncio.to_thread(
+                    self.memory.learn, str(user_id), message, reply,
+                    conversation_id=conversation_id, query_vector=turn.query_vector,
+                )
+            except EmbedderUnavailable as exc:  # the exchange is stored; only the learning is skipped
+                log.warning("nothing learned from this exchange: %s", exc.message)
+        return refusal
 
 
 def _flagged_records(before_tools: list[Inspected]) -> list[ToolRecord]:

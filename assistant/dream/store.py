@@ -209,6 +209,14 @@ class DreamStore:
         total = self.db.scalar(f"SELECT count(*) FROM dream_journal WHERE {clause}", args)
         return [self._entry(r) for r in rows], int(total)
 
+    def memory_journal(self, user_id: str, memory_id: str, limit: int = 200) -> list[JournalEntry]:
+        """The user's journal entries (every session) that name ``memory_id`` among their affected
+        memories, oldest first: what dream mode did to that memory (a memory's history)."""
+        rows = self.db.query(
+            "SELECT * FROM dream_journal WHERE user_id = ? AND EXISTS (SELECT 1 FROM json_each(memory_ids) "
+            "WHERE value = ?) ORDER BY created_ts, seq LIMIT ?", (str(user_id), str(memory_id), limit))
+        return [self._entry(r) for r in rows]
+
     def pending_entries(self, session_id: str) -> list[JournalEntry]:
         rows = self.db.query("SELECT * FROM dream_journal WHERE session_id = ? AND status = ? ORDER BY seq",
                              (session_id, EntryStatus.PENDING.value))

@@ -2,8 +2,9 @@
 
 Requests wait for an ``asyncio.Lock`` (FIFO) up to ``queue_timeout_secs`` and then get a 503;
 the backend's synchronous stream runs on a single worker thread and its events are handed to the
-loop with ``call_soon_threadsafe``. Closing the async iterator early (a client went away) or
-passing ``request_timeout_secs`` tells the backend to stop between tokens; the lock is released
+loop with ``call_soon_threadsafe``. Closing the async iterator early (a client went away),
+passing ``request_timeout_secs`` or the caller's own ``options.should_stop`` returning True (its
+generation then ends ``cancelled``) tells the backend to stop between tokens; the lock is released
 only when the worker thread has really finished, so generations never interleave.
 
 Faults (see :mod:`assistant.breaker`): an engine that crashes (an exception that is not an
@@ -104,8 +105,10 @@ class InferenceQueue:
         stop = threading.Event()
         deadline = time.monotonic() + self.request_timeout_secs
 
+        caller_stop = options.should_stop  # the caller's own reason to stop (a stop sequence reached)
+
         def should_stop() -> bool:
-            return stop.is_set() or time.monotonic() > deadline
+            return stop.is_set() or time.monotonic() > deadline or (caller_stop is not None and caller_stop())
 
         run_options = replace(options, should_stop=should_stop)
 
@@ -122,7 +125,8 @@ class InferenceQueue:
                         raise UpstreamError(
                             f"the inference engine sent {type(event).__name__} instead of a stream event"
                         )
-                    if isinstance(event, Finished) and event.finish_reason == "cancelled" and not stop.is_set():
+                    if isinstance(event, Finished) and event.finish_reason == "cancelled" and not stop.is_set() \
+                            and not (caller_stop is not None and caller_stop()):
                         event = replace(event, finish_reason="timeout")
                     hand_over(event)
                     if stop.is_set():

@@ -63,6 +63,30 @@ def relevance(similarity, importance, hours_since_access, weights: RelevanceWeig
     )
 
 
+@dataclass(frozen=True)
+class RelevanceParts:
+    """What each term of the relevance formula gave one hit: the three weighted terms and the archived
+    factor, so that ``(similarity + importance + freshness) x factor`` is its relevance."""
+
+    similarity: float  # weights.similarity x the retrieval similarity the ranking used
+    importance: float  # weights.importance x importance
+    freshness: float  # weights.freshness x e^(-0.01 x hours since last access)
+    factor: float  # ARCHIVED_FACTOR for an Archived memory, else 1.0
+    retrieval_similarity: float  # the similarity in the formula (hybrid: dense and BM25 fused, + context)
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(float(v), 6) for k, v in self.__dict__.items()}
+
+
+def relevance_parts(scored, weights: RelevanceWeights = DEFAULT_WEIGHTS) -> RelevanceParts:  # noqa: ANN001
+    """The breakdown of a :class:`~assistant.memory.types.ScoredMemory` ranked by relevance (its
+    ``score`` is the retrieval similarity, halved for an Archived memory like its relevance)."""
+    factor = ARCHIVED_FACTOR if scored.memory.memory_type == MemoryType.ARCHIVED else 1.0
+    similarity = scored.score / factor
+    return RelevanceParts(weights.similarity * similarity, weights.importance * scored.memory.importance,
+                          weights.freshness * scored.freshness, factor, similarity)
+
+
 def type_rank(memory_type: MemoryType) -> int:
     """Position in the prompt order Correction, Fact, Preference, Context, ToolResult (others last)."""
     try:
@@ -115,6 +139,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 __all__ = [
     "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "RAG_SEARCH_MODE", "TYPE_PRIORITY",
-    "RelevanceWeights",
-    "build_context", "cosine", "fit_in_budget", "freshness", "hours_between", "order_for_prompt", "relevance", "type_rank",
+    "RelevanceParts", "RelevanceWeights",
+    "build_context", "cosine", "fit_in_budget", "freshness", "hours_between", "order_for_prompt", "relevance", "relevance_parts",
+    "type_rank",
 ]

@@ -7,6 +7,7 @@ from uuid import uuid4
 
 import pytest
 
+from api.errors import is_openai_path
 from assistant.llm.scripted import ScriptedChatModel
 
 UNAUTHENTICATED = {"/health", "/ready", "/ready/all", "/metrics", "/metrics/prometheus"}
@@ -18,6 +19,9 @@ def assert_401(response) -> None:  # noqa: ANN001
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     error = response.json()["error"]
+    if is_openai_path(response.request.url.path):  # OpenAI's error shape on the OpenAI-compatible routes
+        assert error["code"] == "invalid_api_key" and error["message"]
+        return
     assert error["code"] == "UNAUTHORIZED"
     assert error["request_id"] == response.headers["x-request-id"]
 

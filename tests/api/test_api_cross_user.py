@@ -317,7 +317,7 @@ TABLE: list[Row] = [
     *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
           ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),
           ("b", "GET", f"{K}/graph?min_retention=0", None, 200), ("b", "GET", f"{K}/search?q={NODE}", None, 200)),
-    *rows("memory", ("b", "GET", f"{M}/{{id}}"), ("b", "DELETE", f"{M}/{{id}}"),
+    *rows("memory", ("b", "GET", f"{M}/{{id}}"), ("b", "GET", f"{M}/{{id}}/history"), ("b", "DELETE", f"{M}/{{id}}"),
           ("b", "GET", M, None, 200), ("b", "GET", f"{M}/search?q={MARK}", None, 200)),
     *rows("conversation", ("b", "POST", "/v1/chat", {"message": "hi", "conversation_id": "{id}"}),
           ("b", "POST", "/v1/chat/stream", {"message": "hi", "conversation_id": "{id}"})),

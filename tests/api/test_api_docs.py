@@ -20,6 +20,7 @@ from api.routes import (
     knowledge,
     memories,
     metrics,
+    openai_compat,
     quarantine,
     sanitation,
     snippets,
@@ -65,7 +66,8 @@ def test_openapi_includes_every_route(spec: dict) -> None:
     routes = {
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
-                       agent_profiles, agentic, webhooks, voice, knowledge, dream, quarantine, sanitation)
+                       agent_profiles, agentic, webhooks, voice, knowledge, dream, quarantine, sanitation,
+                       openai_compat)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

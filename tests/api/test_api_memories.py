@@ -12,7 +12,7 @@ import pytest
 
 MEMORY_KEYS = {"id", "content", "summary", "memory_type", "importance", "access_count", "tags", "created_at",
                "updated_at"}
-SCORED_KEYS = MEMORY_KEYS | {"relevance", "similarity", "keyword_score", "freshness"}
+SCORED_KEYS = MEMORY_KEYS | {"relevance", "similarity", "keyword_score", "freshness", "relevance_parts"}
 
 
 def fields_of(response) -> list[str]:  # noqa: ANN001

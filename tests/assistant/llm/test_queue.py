@@ -354,3 +354,24 @@ def test_a_hung_engine_gives_503_at_the_deadline_and_refuses_new_work_until_it_e
         model.release()
         queue.close()
     assert "".join(deltas) == "You said: after"
+
+
+def test_the_callers_own_stop_ends_the_generation_as_cancelled() -> None:
+    """A caller's ``should_stop`` (the OpenAI endpoint's stop sequences) stops the engine between
+    tokens; the generation ends ``cancelled``, not ``timeout``, with its usage."""
+    model = ScriptedChatModel(["one two three four five six seven eight"], token_delay_secs=0.1)
+    stop = threading.Event()
+
+    async def run() -> list[StreamEvent]:
+        queue = InferenceQueue(model)
+        events = []
+        async for event in queue.stream([ChatMessage("user", "go")], GenerationOptions(should_stop=stop.is_set)):
+            events.append(event)
+            if isinstance(event, Delta) and event.text.strip() == "two":
+                stop.set()
+        return events
+
+    events = asyncio.run(run())
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.finish_reason == "cancelled"
+    assert sum(isinstance(e, Delta) for e in events) < 8
