@@ -23,7 +23,7 @@ from playwright.sync_api import Browser
 from assistant.config import Settings
 from assistant.services import Services, build_services
 from tests.integration.browser import ARTIFACTS, chromium, dashboards_serve, wait_for, watched_page
-from tests.integration.test_workbench_browser import DAY, MEMORIES, NODE_NAMES_JS, SCRIPTS, SERVED, TIMELINE_JS
+from tests.integration.test_workbench_browser import BANNERED, DAY, MEMORIES, NODE_NAMES_JS, SCRIPTS, TIMELINE_JS
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +105,7 @@ def test_a_data_directory_that_cannot_be_opened_is_a_banner(tmp_path: Path, brow
     blocker.write_text("a file where the data directory should be")
     config = config_file(tmp_path, blocker)
     with dashboards_serve(tmp_path / "dashboards.log", {"ASSISTANT_API_URL": ""}, ["--config", str(config)]) as url:
-        for name in [n for n in SERVED if n != "decay_curves"]:  # decay curves read no data
+        for name in BANNERED:  # decay curves read no data
             with watched_page(browser, f"{url}/{name}") as (page, _errors):
                 page.locator(".dashboard-banner").get_by_text("cannot be opened").first.wait_for(timeout=30_000)
                 page.screenshot(path=str(ARTIFACTS / f"in_process_{name}_unopenable.png"), full_page=True)
