@@ -130,6 +130,16 @@ def dashboards_serve(log_path: Path, env: dict[str, str], args: list[str] = ()) 
 
 
 @contextlib.contextmanager
+def panel_serve(script: str, log_path: Path, env: dict[str, str], args: list[str] = ()) -> Iterator[str]:
+    """``panel serve dashboards/<script>.py`` alone on a free loopback port until it answers; yields its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/{script}"
+    with started(["-m", "panel", "serve", f"dashboards/{script}.py", "--address", "127.0.0.1", "--port", str(port),
+                  "--allow-websocket-origin", f"127.0.0.1:{port}", *args], log_path, env, url):
+        yield url
+
+
+@contextlib.contextmanager
 def chromium() -> Iterator[Browser]:
     """The apt Chromium, headless (never a downloaded browser); the artefacts directory made."""
     from playwright.sync_api import sync_playwright
