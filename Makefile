@@ -39,7 +39,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 lab: setup
-	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks
+	$(BIN)/assistant lab
 
 bench: setup
 	$(BIN)/python benchmarks/chat_overhead.py

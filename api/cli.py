@@ -396,11 +396,13 @@ from api.cli_dream import register as register_dream  # noqa: E402 - dream trigg
 from api.cli_graph import register as register_graph  # noqa: E402 - graph backfill, graph stats
 from api.cli_mcp import register as register_mcp  # noqa: E402 - mcp (the MCP server on stdio)
 from api.cli_wakeword import register as register_wakeword  # noqa: E402 - wakeword calibrate
+from api.cli_workbench import register as register_workbench  # noqa: E402 - dashboards, lab, voila
 
 register(app, keys_app)
 register_wakeword(app)
 register_graph(app)
 register_dream(app)
+register_workbench(app)
 register_mcp(app)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,12 +15,19 @@ services of ``config`` in process (:func:`dashboards.serving.local_services`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
 from dashboards.serving import api_message
+
+ENV_URL, ENV_KEY, ENV_CONFIG = "ASSISTANT_API_URL", "ASSISTANT_API_KEY", "ASSISTANT_CONFIG"
+PROBE = "/v1/system/status"  # any key may read it: answers whether the server is there and takes the key
+T = TypeVar("T")
 
 
 class ClientError(Exception):
@@ -87,3 +94,48 @@ class HttpApi:
 
     def close(self) -> None:
         self.http.close()
+
+
+# --- where a page reads from ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a served page reads: the API at ``api_url`` with ``api_key``, else ``config``'s data directory."""
+
+    api_url: str | None
+    api_key: str = ""
+    config: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.api_url)
+
+
+def target(argv: list[str] | None = None) -> Target:
+    """The settings of this process: ``ASSISTANT_API_URL`` / ``ASSISTANT_API_KEY`` / ``ASSISTANT_CONFIG``
+    (``python -m dashboards`` sets them), the config also as the script's first argument
+    (``panel serve dashboards/<page>.py --args config.toml``)."""
+    argv = sys.argv if argv is None else argv
+    config = os.environ.get(ENV_CONFIG) or (argv[1] if len(argv) > 1 and argv[1] else None)
+    return Target(os.environ.get(ENV_URL) or None, os.environ.get(ENV_KEY, ""), config)
+
+
+def connect(http: Callable[[str, str], T], local: Callable[[str | None], T], where: Target | None = None) -> T:
+    """A page's client: ``http(api_url, api_key)`` when an API is named, else ``local(config)`` (in process)."""
+    where = target() if where is None else where
+    if where.remote:
+        return http(str(where.api_url), where.api_key)
+    return local(where.config)
+
+
+def check(where: Target, *, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+    """Raise :class:`ApiUnreachable` or :class:`KeyRefused` now, before a page lays itself out, when the
+    named API is not there or refuses the key (nothing to check in process)."""
+    if not where.remote:
+        return
+    api = HttpApi(str(where.api_url), where.api_key, timeout=timeout, transport=transport)
+    try:
+        api.send("GET", PROBE)
+    finally:
+        api.close()

@@ -12,35 +12,31 @@ shapes of the ``/v1/dream`` routes (the ``to_json`` of :mod:`assistant.dream.typ
 - ``confirm(id)`` / ``dismiss(id)``: ``POST /v1/dream/insights/{id}/confirm|dismiss`` -> the insight;
 - ``trigger()``: ``POST /v1/dream/trigger`` -> the session (running).
 
-Failures raise :class:`DreamClientError` with the message a user should read (the API's error
-envelope, or the package's error): a 409 names the state the session or insight is in.
+Failures raise a :class:`~dashboards.client.ClientError` with the message a user should read (the API's
+error envelope, or the package's error, as :class:`DreamClientError`): a 409 names the state the session or
+insight is in; :class:`~dashboards.client.ApiUnreachable` and :class:`~dashboards.client.KeyRefused` say
+the server is not there or refused the key.
 
 :class:`LocalDreamClient` wraps a :class:`~assistant.dream.service.DreamService` and a user id (a
-triggered session runs in the service's worker thread). :class:`HttpDreamClient` uses httpx (the
-project's HTTP client) and sends the key as ``X-API-Key``, as the spec's dream examples do.
+triggered session runs in the service's worker thread). :class:`HttpDreamClient` is a
+:class:`~dashboards.client.HttpApi` (httpx, the key as ``Authorization: Bearer``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-import httpx
-
 from assistant.dream.service import DreamService
 from assistant.dream.types import EntryStatus, InsightStatus, InsightType, Operation, Phase
 from assistant.errors import AssistantError
-from dashboards.serving import api_message
+from dashboards.client import ClientError, HttpApi
 
 PREFIX = "/v1/dream"
 STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400}  # as the API maps them
 
 
-class DreamClientError(Exception):
-    """What went wrong, in words for the user; ``status`` is the HTTP status (409, 404...) when known."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
+class DreamClientError(ClientError):
+    """What the package refused, in words for the user; ``status`` is the HTTP status the API would answer."""
 
 
 class DreamClient(Protocol):
@@ -139,25 +135,12 @@ def _page(body: Any, key: str) -> dict[str, Any]:
     return {**body, key: items, "total": body.get("total", len(items))}
 
 
-class HttpDreamClient:
+class HttpDreamClient(HttpApi):
     """The dreams of the API key's user on the server at ``base_url``."""
-
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, headers={"X-API-Key": api_key}, timeout=timeout,
-                                 transport=transport)
 
     def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None,
               json: dict[str, Any] | None = None) -> Any:
-        try:
-            response = self.http.request(method, PREFIX + path, json=json,
-                                         params={k: v for k, v in (params or {}).items() if v is not None})
-        except httpx.HTTPError as exc:
-            raise DreamClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
-        if response.status_code >= 400:
-            raise DreamClientError(api_message(response), response.status_code)
-        return response.json()
+        return self.send(method, PREFIX + path, params=params, json=json)
 
     def status(self) -> dict[str, Any]:
         return self._send("GET", "/status")
@@ -186,6 +169,3 @@ class HttpDreamClient:
 
     def trigger(self) -> dict[str, Any]:
         return self._send("POST", "/trigger", json={})
-
-    def close(self) -> None:
-        self.http.close()

@@ -18,7 +18,7 @@ package in process: the same JSON), and every action goes through it; this modul
 - live: a periodic callback (``refresh_ms``) reads the status and the sessions again; the journals of
   finished sessions are read once and kept.
 
-Serve it with ``panel serve dashboards/dreams.py``: with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
+Served by ``assistant dashboards`` (or ``panel serve dashboards/dreams.py``): with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
 set it uses the API server (the key's user; the way to watch a running server); otherwise it builds
 the services of the configured data directory in process (``--args config.toml``; only while no
 server holds that directory) and shows ``ASSISTANT_DASHBOARD_USER`` (default: the owner). In a
@@ -30,8 +30,6 @@ from __future__ import annotations
 import difflib
 import html
 import json
-import os
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,7 +40,9 @@ import plotly.graph_objects as go
 
 from assistant.clock import epoch_of
 from assistant.dream.types import Operation
-from dashboards.dream_client import DreamClient, DreamClientError, HttpDreamClient, LocalDreamClient
+from dashboards.banner import serve_page
+from dashboards.client import ClientError
+from dashboards.dream_client import DreamClient, HttpDreamClient, LocalDreamClient
 from dashboards.serving import local_services
 
 ALL = "all"
@@ -284,7 +284,7 @@ class DreamsView(pn.viewable.Viewer):
     def _try(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except DreamClientError as exc:
+        except ClientError as exc:
             self.message.object = f"**{what} failed:** {html.escape(str(exc))}"
         except Exception as exc:  # the server unreachable, an unexpected answer: say so, keep the page
             self.message.object = f"**{what} failed:** {html.escape(f'{type(exc).__name__}: {exc}')}"
@@ -440,19 +440,12 @@ class DreamsView(pn.viewable.Viewer):
         )
 
 
-def served_client(config: str | None) -> DreamClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else the services of the
-    configured data directory in process (built once per process, in ``pn.state.cache``)."""
-    url = os.environ.get("ASSISTANT_API_URL")
-    if url:
-        return HttpDreamClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+def local_dream(config: str | None) -> DreamClient:
+    """In process: the dream service of the configured data directory (built once per process)."""
     services, user = local_services(config, "dream",
                                     "dream mode is disabled ([dream] enabled = false, or memory.enabled = false)")
     return LocalDreamClient(services.dream, user)
 
 
 if pn.state.served:
-    pn.extension("plotly", "tabulator")
-    _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
-    pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-    DreamsView(_client).servable(title="Dreams")
+    serve_page("Dreams", ("plotly", "tabulator"), HttpDreamClient, local_dream, DreamsView)

@@ -13,9 +13,10 @@ with the JSON shapes of the HTTP routes:
 :class:`LocalGraphClient` wraps a :class:`~assistant.graph.service.KnowledgeGraph` and a user id.
 With ``poll_secs`` it also reads the stored event log now and then, for a dashboard served apart from
 the API server on the same data directory: the server's changes reach it through SQLite, and its
-cached view is marked changed when they do. :class:`HttpGraphClient` uses httpx (already the
-project's HTTP client) and reads the SSE stream in a thread with httpx-sse (the event-stream parser
-by httpx's authors, rather than one written here), resuming with ``Last-Event-ID``.
+cached view is marked changed when they do. :class:`HttpGraphClient` is a
+:class:`~dashboards.client.HttpApi` (httpx; failures as :class:`~dashboards.client.ClientError`) and reads
+the SSE stream in a thread with httpx-sse (the event-stream parser by httpx's authors, rather than one
+written here), resuming with ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from assistant.graph import retention as R
 from assistant.graph.service import KnowledgeGraph
 from assistant.graph.types import Edge, GraphEvent, Node
 from assistant.graph.view import GraphQuery
+from dashboards.client import HttpApi
 
 log = logging.getLogger(__name__)
 PREFIX = "/api/v1/knowledge"
@@ -187,15 +189,13 @@ class LocalGraphClient:
 # --- over HTTP ----------------------------------------------------------------------------------------
 
 
-class HttpGraphClient:
+class HttpGraphClient(HttpApi):
     """The graph of the API key's user on the server at ``base_url``."""
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0, retry_secs: float = 2.0,
                  transport: httpx.BaseTransport | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {api_key}"}
+        super().__init__(base_url, api_key, timeout=timeout, transport=transport)
         self.retry_secs = retry_secs
-        self.http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport)
         self._transport = transport
         self._callbacks: list[Listener] = []
         self._lock = threading.Lock()
@@ -205,9 +205,7 @@ class HttpGraphClient:
         self.last_event_id = 0
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        response = self.http.get(PREFIX + path, params=params)
-        response.raise_for_status()
-        return response.json()
+        return self.send("GET", PREFIX + path, params=params)
 
     def graph(self, *, min_retention: float | None = None, limit: int | None = None, center: str | None = None,
               depth: int = 1, as_of: float | None = None, kind: str | None = None,
@@ -216,7 +214,7 @@ class HttpGraphClient:
                                   "depth": depth if center else None, "kind": kind,
                                   "as_of": None if as_of is None else iso_at(as_of),
                                   "include_invalid": "true" if include_invalid else None}
-        return self._get("/graph", {k: v for k, v in params.items() if v is not None})
+        return self._get("/graph", params)
 
     def search(self, text: str, limit: int = 10) -> list[dict[str, Any]]:
         return self._get("/search", {"q": text, "limit": limit})
@@ -279,4 +277,4 @@ class HttpGraphClient:
         reader, self._reader = self._reader, None
         if reader is not None:
             reader.join(timeout=5)
-        self.http.close()
+        super().close()

@@ -16,7 +16,7 @@ package in process: the same JSON); this module lays it out:
 - live updates: the client's events (SSE over HTTP) only mark the view stale; a periodic callback
   (every ``refresh_ms``, 1 s) redraws at most once per period, on the server's event loop.
 
-Serve it with ``panel serve dashboards/knowledge_graph.py``: with ``ASSISTANT_API_URL`` and
+Served by ``assistant dashboards`` (or ``panel serve dashboards/knowledge_graph.py``): with ``ASSISTANT_API_URL`` and
 ``ASSISTANT_API_KEY`` set it reads the API server (the key's user); otherwise it opens the configured
 data directory in process (``--args config.toml``, like ``assistant serve``) and shows the user
 ``ASSISTANT_DASHBOARD_USER`` (default: the owner), polling the stored event log for the server's
@@ -29,7 +29,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import sys
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +42,7 @@ from assistant.clock import epoch_of
 from assistant.graph.build import open_read_only_graph
 from assistant.graph.service import KnowledgeGraph
 from assistant.graph.types import NodeKind
+from dashboards.banner import serve_page
 from dashboards.graph_client import GraphClient, HttpGraphClient, LiveEvent, LocalGraphClient
 from dashboards.graph_layout import PositionCache
 
@@ -318,12 +318,9 @@ def served_graph(config: str | None) -> tuple[KnowledgeGraph, str]:
     return graph, user
 
 
-def served_client(config: str | None) -> GraphClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else in process (one
-    read-only graph per process, in ``pn.state.cache``: Panel runs this script again for each session)."""
-    url = os.environ.get("ASSISTANT_API_URL")
-    if url:
-        return HttpGraphClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+def local_graph(config: str | None) -> GraphClient:
+    """In process: one read-only graph per process (in ``pn.state.cache``: Panel runs this script again for
+    each session), its stored event log polled for the server's changes."""
     key = f"knowledge_graph:{config}"
     if key not in pn.state.cache:
         pn.state.cache[key] = served_graph(config)
@@ -331,9 +328,10 @@ def served_client(config: str | None) -> GraphClient:
     return LocalGraphClient(graph, user, poll_secs=1.0)
 
 
+def graph_view(client: GraphClient) -> KnowledgeGraphView:
+    positions = pn.state.cache.setdefault("knowledge_graph:positions", PositionCache())  # kept across sessions
+    return KnowledgeGraphView(client, positions=positions)
+
+
 if pn.state.served:
-    pn.extension("plotly")
-    _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
-    pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-    _positions = pn.state.cache.setdefault("knowledge_graph:positions", PositionCache())  # kept across sessions
-    KnowledgeGraphView(_client, positions=_positions).servable(title="Knowledge graph")
+    serve_page("Knowledge graph", ("plotly",), HttpGraphClient, local_graph, graph_view)

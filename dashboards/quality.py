@@ -12,7 +12,7 @@ package in process: the same JSON), and every action goes through it; this modul
 - **defence patterns** table with their hit counts and a *Deactivate* button per row;
 - *Run sanitation now* (``run()``) and a periodic refresh (``refresh_ms``).
 
-Serve it with ``panel serve dashboards/quality.py``: with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
+Served by ``assistant dashboards`` (or ``panel serve dashboards/quality.py``): with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
 set it uses the API server (the key's user); otherwise it builds the services of the configured data
 directory in process (``--args config.toml``; only while no server holds that directory) and shows
 ``ASSISTANT_DASHBOARD_USER`` (default: the owner). In a notebook: ``pn.extension("plotly", "tabulator")``,
@@ -22,8 +22,6 @@ then ``QualityView(LocalQualityClient(services.sanitation, user))``.
 from __future__ import annotations
 
 import html
-import os
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +31,9 @@ import param
 import plotly.graph_objects as go
 
 from assistant.clock import epoch_of
-from dashboards.quality_client import HttpQualityClient, LocalQualityClient, QualityClient, QualityClientError
+from dashboards.banner import serve_page
+from dashboards.client import ClientError
+from dashboards.quality_client import HttpQualityClient, LocalQualityClient, QualityClient
 from dashboards.serving import local_services
 
 SERIES = (("score", "quality score", "#2ca02c"), ("re_ask_rate", "re-ask rate", "#1f77b4"),
@@ -132,7 +132,7 @@ class QualityView(pn.viewable.Viewer):
     def _try(self, what: str, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
-        except QualityClientError as exc:
+        except ClientError as exc:
             self.message.object = f"**{what} failed:** {html.escape(str(exc))}"
         except Exception as exc:  # the server unreachable, an unexpected answer: say so, keep the page
             self.message.object = f"**{what} failed:** {html.escape(f'{type(exc).__name__}: {exc}')}"
@@ -222,19 +222,12 @@ class QualityView(pn.viewable.Viewer):
         )
 
 
-def served_client(config: str | None) -> QualityClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else the services of the
-    configured data directory in process (built once per process, in ``pn.state.cache``)."""
-    url = os.environ.get("ASSISTANT_API_URL")
-    if url:
-        return HttpQualityClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+def local_quality(config: str | None) -> QualityClient:
+    """In process: the sanitation service of the configured data directory (built once per process)."""
     services, user = local_services(config, "sanitation",
                                     "sanitation is disabled ([sanitation] enabled = false, or memory.enabled = false)")
     return LocalQualityClient(services.sanitation, user)
 
 
 if pn.state.served:
-    pn.extension("plotly", "tabulator")
-    _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
-    pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-    QualityView(_client).servable(title="Quality")
+    serve_page("Quality", ("plotly", "tabulator"), HttpQualityClient, local_quality, QualityView)

@@ -13,11 +13,13 @@ JSON shapes of the sanitation and quarantine routes (the ``as_dict()`` of :mod:`
 - ``deactivate(pattern_id)``: ``DELETE /v1/sanitation/defense-patterns/{id}`` -> the pattern, inactive;
 - ``run()``: ``POST /v1/sanitation/run`` -> the result record of a run now.
 
-Failures raise :class:`QualityClientError` with the message a user should read (the API's error
-envelope, or the package's error: a purged memory's 404 says when and why it was purged).
+Failures raise a :class:`~dashboards.client.ClientError` with the message a user should read (the API's
+error envelope, or the package's error as :class:`QualityClientError`: a purged memory's 404 says when
+and why it was purged); :class:`~dashboards.client.ApiUnreachable` and :class:`~dashboards.client.KeyRefused`
+say the server is not there or refused the key.
 
 :class:`LocalQualityClient` wraps a :class:`~assistant.sanitation.service.SanitationService` and a user
-id. :class:`HttpQualityClient` uses httpx (the project's HTTP client) and sends the key as ``X-API-Key``.
+id. :class:`HttpQualityClient` is a :class:`~dashboards.client.HttpApi` (httpx, ``Authorization: Bearer``).
 """
 
 from __future__ import annotations
@@ -29,19 +31,15 @@ import httpx
 from assistant.errors import AssistantError
 from assistant.memory.types import Memory
 from assistant.sanitation.service import SanitationService
-from dashboards.serving import api_message
+from dashboards.client import ClientError, HttpApi
 
 RUN_TIMEOUT = 600.0  # seconds: a run over a large store answers when it is over
 STATUS = {"NOT_FOUND": 404, "CONFLICT": 409, "VALIDATION_ERROR": 422, "BAD_REQUEST": 400,
           "SERVICE_UNAVAILABLE": 503}  # as the API maps them
 
 
-class QualityClientError(Exception):
-    """What went wrong, in words for the user; ``status`` is the HTTP status (404, 409...) when known."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
+class QualityClientError(ClientError):
+    """What the package refused, in words for the user; ``status`` is the HTTP status the API would answer."""
 
 
 class QualityClient(Protocol):
@@ -126,46 +124,30 @@ class LocalQualityClient:
 # --- over HTTP ----------------------------------------------------------------------------------------
 
 
-class HttpQualityClient:
+class HttpQualityClient(HttpApi):
     """The sanitation of the API key's user on the server at ``base_url``."""
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 60.0,
                  transport: httpx.BaseTransport | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, headers={"X-API-Key": api_key}, timeout=timeout,
-                                 transport=transport)
-
-    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-              json: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-        try:
-            response = self.http.request(method, path, json=json, params=params,
-                                         timeout=self.http.timeout if timeout is None else timeout)
-        except httpx.HTTPError as exc:
-            raise QualityClientError(f"the API server at {self.base_url} did not answer: {exc}") from exc
-        if response.status_code >= 400:
-            raise QualityClientError(api_message(response), response.status_code)
-        return response.json()
+        super().__init__(base_url, api_key, timeout=timeout, transport=transport)
 
     def quality(self) -> dict[str, Any]:
-        return self._send("GET", "/v1/sanitation/quality")
+        return self.send("GET", "/v1/sanitation/quality")
 
     def history(self, limit: int = 100) -> dict[str, Any]:
-        return self._send("GET", "/v1/sanitation/results", params={"limit": limit})
+        return self.send("GET", "/v1/sanitation/results", params={"limit": limit})
 
     def quarantine(self, limit: int = 200, offset: int = 0) -> dict[str, Any]:
-        return self._send("GET", "/v1/memories/quarantine", params={"limit": limit, "offset": offset})
+        return self.send("GET", "/v1/memories/quarantine", params={"limit": limit, "offset": offset})
 
     def restore(self, memory_id: str) -> dict[str, Any]:
-        return self._send("POST", f"/v1/memories/{memory_id}/restore", json={})
+        return self.send("POST", f"/v1/memories/{memory_id}/restore", json={})
 
     def patterns(self) -> dict[str, Any]:
-        return self._send("GET", "/v1/sanitation/defense-patterns")
+        return self.send("GET", "/v1/sanitation/defense-patterns")
 
     def deactivate(self, pattern_id: str) -> dict[str, Any]:
-        return self._send("DELETE", f"/v1/sanitation/defense-patterns/{pattern_id}")
+        return self.send("DELETE", f"/v1/sanitation/defense-patterns/{pattern_id}")
 
     def run(self) -> dict[str, Any]:
-        return self._send("POST", "/v1/sanitation/run", json={}, timeout=RUN_TIMEOUT)
-
-    def close(self) -> None:
-        self.http.close()
+        return self.send("POST", "/v1/sanitation/run", json={}, timeout=RUN_TIMEOUT)

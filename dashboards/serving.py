@@ -23,22 +23,25 @@ def api_message(response: httpx.Response) -> str:
 
 
 def local_services(config: str | None, part: str, disabled: str) -> tuple[Any, str]:
-    """(services, user) of the configured data directory, built once per process (``pn.state.cache``);
+    """(services, user) of the configured data directory, built once per process (``pn.state.cache``:
+    every page served in process shares them);
     ``part`` is the Services attribute the dashboard needs (a ConfigError saying ``disabled`` when it
     is off); the user is ``ASSISTANT_DASHBOARD_USER`` or the key store's owner."""
     import panel as pn  # here: the clients import this module without needing a Panel server
 
-    key = f"{part}:{config}"
-    if key not in pn.state.cache:
+    key = f"services:{config}"
+    if key not in pn.state.cache:  # one Services per data directory and process, whichever page asks first
         import os
 
         from assistant.config import Settings
-        from assistant.errors import ConfigError
         from assistant.services import build_services
 
         services = build_services(Settings.load(config))
-        if getattr(services, part) is None:
-            raise ConfigError(disabled)
         user = os.environ.get("ASSISTANT_DASHBOARD_USER") or str(services.keys.owner_user_id())
         pn.state.cache[key] = (services, user)
-    return pn.state.cache[key]
+    services, user = pn.state.cache[key]
+    if getattr(services, part) is None:
+        from assistant.errors import ConfigError
+
+        raise ConfigError(disabled)
+    return services, user

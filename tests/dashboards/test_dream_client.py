@@ -1,5 +1,5 @@
-"""The HTTP dream client against a recorded transport: paths, the X-API-Key header, filters, pages and the
-error envelope. (Against the real routes: tests/integration/test_dreams_browser.py.)"""
+"""The HTTP dream client against a recorded transport: paths, the Bearer key, filters, pages and the
+error envelope. (Against the real routes: tests/integration/test_workbench_browser.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import httpx
 import pytest
 
-from dashboards.dream_client import DreamClientError, HttpDreamClient
+from dashboards.client import ApiUnreachable, ClientError
+from dashboards.dream_client import HttpDreamClient
 
 SESSION = {"id": "s1", "status": "running", "current_cycle": 1, "total_cycles": 5, "phase": "nrem"}
 
@@ -39,7 +40,7 @@ def test_reads_and_actions_use_the_dream_routes_with_the_key() -> None:
     assert client.insights(status="active", insight_type="pattern")["total"] == 0
     assert client.confirm("i1")["status"] == "confirmed"
     assert client.trigger()["id"] == "s1"
-    assert all(r.headers["X-API-Key"] == "k-123" for r in seen)
+    assert all(r.headers["Authorization"] == "Bearer k-123" for r in seen)
     assert dict(seen[1].url.params) == {"limit": "5", "offset": "10"}
     assert dict(seen[2].url.params) == {"cycle": "2", "phase": "rem", "operation": "EdgePruned", "limit": "500",
                                         "offset": "0"}
@@ -58,10 +59,10 @@ def test_a_bare_list_or_items_page_is_read_too() -> None:
 def test_errors_carry_the_envelope_message_and_status() -> None:
     client, _ = recorded({("POST", "/v1/dream/insights/i1/confirm"): httpx.Response(409, json={
         "error": {"code": "CONFLICT", "message": "cannot confirm: the insight is dismissed"}})})
-    with pytest.raises(DreamClientError, match="the insight is dismissed") as caught:
+    with pytest.raises(ClientError, match="the insight is dismissed") as caught:
         client.confirm("i1")
     assert caught.value.status == 409
-    with pytest.raises(DreamClientError, match="not found") as missing:
+    with pytest.raises(ClientError, match="not found") as missing:
         client.session("nope")
     assert missing.value.status == 404
 
@@ -71,5 +72,5 @@ def test_an_unreachable_server_is_a_client_error() -> None:
         raise httpx.ConnectError("connection refused", request=request)
 
     client = HttpDreamClient("http://api.test", "k", transport=httpx.MockTransport(refuse))
-    with pytest.raises(DreamClientError, match="did not answer"):
+    with pytest.raises(ApiUnreachable, match="did not answer"):
         client.status()

@@ -168,11 +168,12 @@ def test_the_view_renders(dream_services: Services) -> None:
 
 
 def test_served_over_http_when_the_api_url_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dashboards.client import connect
     from dashboards.dream_client import HttpDreamClient
-    from dashboards.dreams import served_client
+    from dashboards.dreams import local_dream
 
     monkeypatch.setenv("ASSISTANT_API_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("ASSISTANT_API_KEY", "k-1")
-    client = served_client(None)
-    assert isinstance(client, HttpDreamClient) and client.http.headers["X-API-Key"] == "k-1"
+    client = connect(HttpDreamClient, local_dream)
+    assert isinstance(client, HttpDreamClient) and client.http.headers["Authorization"] == "Bearer k-1"
     client.close()
