@@ -31,7 +31,6 @@ import asyncio
 import html
 import json
 import os
-import sys
 from typing import Any
 
 import pandas as pd
@@ -177,26 +176,20 @@ class ChatPage(pn.viewable.Viewer):
         )
 
 
-def served_client(config: str | None) -> ChatClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else the services of the
-    configured data directory in process (built once per process)."""
-    url = os.environ.get("ASSISTANT_API_URL")
-    if url:
-        return HttpChatClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+def local_chat(config: str | None) -> ChatClient:
+    """In process: the chat service of the configured data directory (built once per process)."""
     from dashboards.serving import local_services
 
     services, user = local_services(config, "chat", "chat is unavailable")
     return LocalChatClient(services.chat, user)
 
 
+def chat_page(client: ChatClient) -> ChatPage:
+    cap = os.environ.get("ASSISTANT_CHAT_MAX_TOKENS")
+    return ChatPage(client, max_tokens=int(cap) if cap else None)
+
+
 if pn.state.served:
-    pn.extension("tabulator")
-    _cap = os.environ.get("ASSISTANT_CHAT_MAX_TOKENS")
-    try:
-        _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
-    except Exception as _exc:  # a banner, not a traceback
-        pn.Column("## Chat", pn.pane.Alert(f"**The page cannot start:** {html.escape(str(_exc))}",
-                                           alert_type="danger", css_classes=["chat-banner"])).servable(title="Chat")
-    else:
-        pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-        ChatPage(_client, max_tokens=int(_cap) if _cap else None).servable(title="Chat")
+    from dashboards.banner import serve_page
+
+    serve_page("Chat", ("tabulator",), HttpChatClient, local_chat, chat_page)

@@ -25,8 +25,6 @@ directory) and shows ``ASSISTANT_DASHBOARD_USER`` (default: the owner). In a not
 from __future__ import annotations
 
 import html
-import os
-import sys
 from datetime import date
 from typing import Any
 
@@ -257,12 +255,8 @@ class MemoryExplorer(pn.viewable.Viewer):
         )
 
 
-def served_client(config: str | None) -> MemoryClient:
-    """The client ``panel serve`` uses: HTTP when ``ASSISTANT_API_URL`` is set, else the services of the
-    configured data directory in process (built once per process)."""
-    url = os.environ.get("ASSISTANT_API_URL")
-    if url:
-        return HttpMemoryClient(url, os.environ.get("ASSISTANT_API_KEY", ""))
+def local_memory(config: str | None) -> MemoryClient:
+    """In process: the memory store of the configured data directory (built once per process)."""
     from dashboards.serving import local_services
 
     services, user = local_services(config, "memory", "the memory store is disabled (memory.enabled = false)")
@@ -270,18 +264,7 @@ def served_client(config: str | None) -> MemoryClient:
     return LocalMemoryClient(services.memory, user, journal)
 
 
-def unavailable(title: str, exc: Exception) -> pn.viewable.Viewable:
-    """The page when its client cannot even be built (a bad config, the store disabled): a banner."""
-    return pn.Column(f"## {title}", pn.pane.Alert(f"**The page cannot start:** {literal_markdown(str(exc))}",
-                                                  alert_type="danger", css_classes=["memory-banner"]))
-
-
 if pn.state.served:
-    pn.extension("plotly", "tabulator")
-    try:
-        _client = served_client(sys.argv[1] if len(sys.argv) > 1 else None)
-    except Exception as _exc:  # a banner, not a traceback
-        unavailable("Memory explorer", _exc).servable(title="Memory explorer")
-    else:
-        pn.state.on_session_destroyed(lambda _ctx, c=_client: c.close())
-        MemoryExplorer(_client).servable(title="Memory explorer")
+    from dashboards.banner import serve_page
+
+    serve_page("Memory explorer", ("plotly", "tabulator"), HttpMemoryClient, local_memory, MemoryExplorer)

@@ -4,8 +4,8 @@ with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``, as an operator serves it.
 The server's store holds four memories (one deduplicated by a dream, as the dream journal records it; one
 quarantined by sanitation). The page lists them, newest first; a search replaces the rows with the hits
 ranked by relevance and draws each hit's relevance terms as stacked bars; selecting a hit shows its history
-(the dream's entry among its events) and its decay projection. A wrong key gives a banner, not a blank
-page. No console error, nothing fetched outside loopback. Screenshots: ``tests/artifacts/memory_explorer*.png``.
+(the dream's entry among its events) and its decay projection. (A wrong key's banner is tested with every
+page's, in test_workbench_browser.py.) No console error, nothing fetched outside loopback. Screenshots: ``tests/artifacts/memory_explorer*.png``.
 """
 
 from __future__ import annotations
@@ -93,15 +93,3 @@ def test_the_memory_explorer_lists_searches_and_shows_a_history(tmp_path: Path) 
     assert outside == []  # everything the page needs is served locally
     assert errors == [], errors
 
-
-def test_a_wrong_key_shows_a_banner(tmp_path: Path) -> None:
-    live, _ = serve(tmp_path / "server", inference={"backend": "scripted"}, memory={"embedding_backend": "hashing"},
-                    security={"rate_limit_enabled": False})
-    with live:
-        env = {"ASSISTANT_API_URL": live.base_url, "ASSISTANT_API_KEY": "not-a-key"}
-        with panel_serve("memory_explorer", tmp_path / "panel.log", env) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            page = browser.new_page()
-            page.goto(url)
-            page.locator(".memory-banner").get_by_text("refused the key").wait_for(timeout=30_000)
-            browser.close()

@@ -72,8 +72,8 @@ NODE_NAMES_JS = plot_js("""const nodes = plot.data.find((t) => t.name === 'nodes
 TIMELINE_JS = plot_js("return plot.data.flatMap((t) => Array.from(t.y || []).map((y) => t.name + '|' + y));")
 SERVED = [p.name for p in available(PAGES)]
 KNOWN = ("decay_curves", "knowledge_graph", "dreams", "quality", "voice_rooms")
-# the pages that start through dashboards.banner.serve_page (which checks the API and the key first);
-# chat and memory_explorer still build their own client and banner: they join once they call serve_page
+# the pages that start through dashboards.banner.serve_page (which checks the API and the key first): all
+# but the decay curves, which read no data
 BANNERED = [n for n in SERVED if "serve_page(" in (ROOT / "dashboards" / f"{n}.py").read_text(encoding="utf-8")]
 
 
@@ -297,7 +297,7 @@ def test_a_wrong_key_or_an_unreachable_api_is_a_banner_on_every_page(
         case: str, banner: str, world: World, browser: Browser, tmp_path: Path) -> None:
     api = world.live.base_url if case == "wrong_key" else f"http://127.0.0.1:{free_port()}"
     with dashboards_serve(tmp_path / "dashboards.log", {"ASSISTANT_API_KEY": "not-a-key"}, ["--api", api]) as url:
-        assert set(KNOWN) - {"decay_curves"} <= set(BANNERED)
+        assert set(SERVED) - {"decay_curves"} == set(BANNERED)
         for name in BANNERED:  # decay curves read no data
             with watched_page(browser, f"{url}/{name}") as (page, _errors):
                 page.locator(".dashboard-banner").get_by_text(banner).first.wait_for(timeout=30_000)
