@@ -219,13 +219,7 @@ class Completions:
                     f"generation passed the request timeout of {chat.queue.request_timeout_secs:g} s")
             ok = True
         finally:
-            duration_ms = (time.perf_counter() - start) * 1000
-            tokens = finished.usage.total if finished else 0
-            chat.metrics.observe_inference(duration_ms, tokens, ok)
-            if chat.analytics is not None:
-                chat.analytics.record("inference", options.model or chat.settings.model, duration_ms, ok, tokens)
-                if completion.user:
-                    chat.analytics.record("openai_user", completion.user[:256], duration_ms, ok, tokens)
+            chat.account(options, start, finished, ok, completion.user)
         reason = "tool_calls" if calls else ("stop" if scanner.stopped else finished.finish_reason)
         if reason == "cancelled":
             reason = "stop"

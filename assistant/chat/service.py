@@ -324,11 +324,7 @@ class ChatService:
                 )
             ok = True
         finally:
-            duration_ms = (time.perf_counter() - start) * 1000
-            tokens = finished.usage.total if finished else 0
-            self.metrics.observe_inference(duration_ms, tokens, ok)
-            if self.analytics is not None:
-                self.analytics.record("inference", options.model or self.settings.model, duration_ms, ok, tokens)
+            self.account(options, start, finished, ok)
         reply = "".join(parts)
         conversation_id, message_id, created_at = self.conversations.record_exchange(
             user_id=user_id,
@@ -369,6 +365,18 @@ class ChatService:
             defence=done.defence,
             memories=done.memories,
         )
+
+    def account(self, options: GenerationOptions, start: float, finished: Finished | None, ok: bool,
+                user: str | None = None) -> None:
+        """Count one generation begun at ``start`` (``time.perf_counter``) in the metrics and the
+        analytics table; ``user`` (an OpenAI client's ``user`` field) is counted under ``openai_user``."""
+        duration_ms = (time.perf_counter() - start) * 1000
+        tokens = finished.usage.total if finished else 0
+        self.metrics.observe_inference(duration_ms, tokens, ok)
+        if self.analytics is not None:
+            self.analytics.record("inference", options.model or self.settings.model, duration_ms, ok, tokens)
+            if user:
+                self.analytics.record("openai_user", user[:256], duration_ms, ok, tokens)
 
     def touch(self, user_id: UUID | str) -> None:
         """Tell dream mode the user is active (its idle gate)."""

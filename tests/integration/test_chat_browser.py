@@ -10,31 +10,16 @@ explanation link (the API has no ``/api/chat/{id}/explain`` yet). Screenshot: ``
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from tests.integration.browser import CHROMIUM, FLAGS, ROOT, loopback_only, panel_serve
+from tests.integration.browser import ARTIFACTS, CHROMIUM, FLAGS, loopback_only, panel_serve, wait_for
 from tests.integration.support import serve
 
 pytestmark = pytest.mark.integration
-ARTIFACTS = ROOT / "tests" / "artifacts"
 MEMORY = "My sister Ada lives in Lisbon"
-
-
-def wait_for(probe: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = probe()
-        if ok(value):
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
 
 
 def test_the_chat_page_streams_an_answer_with_its_memories(tmp_path: Path, small_model_path: Path) -> None:

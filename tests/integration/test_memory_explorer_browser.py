@@ -10,34 +10,19 @@ page's, in test_workbench_browser.py.) No console error, nothing fetched outside
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from assistant.dream.types import EntryStatus, Operation, Phase
-from tests.integration.browser import CHROMIUM, FLAGS, ROOT, loopback_only, panel_serve, plot_js
+from tests.integration.browser import ARTIFACTS, CHROMIUM, FLAGS, loopback_only, panel_serve, plot_js, wait_for
 from tests.integration.support import serve
 
 pytestmark = pytest.mark.integration
-ARTIFACTS = ROOT / "tests" / "artifacts"
 MEMORIES = [("I drink green tea every morning", "preference", 0.7), ("My sister Ada lives in Lisbon", "fact", 0.9),
             ("The green tea shop closes at six", "context", 0.4), ("Dentist appointment on Friday", "context", 0.5)]
 TRACES_JS = plot_js("return plot.data.map((t) => t.name + ':' + (t.y ? t.y.length : 0));")
-
-
-def wait_for(probe: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = probe()
-        if ok(value):
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
 
 
 def test_the_memory_explorer_lists_searches_and_shows_a_history(tmp_path: Path) -> None:
