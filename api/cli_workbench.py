@@ -2,8 +2,9 @@
 
 Each command replaces this process with another Python program of the same interpreter (``os.execv``,
 so Ctrl-C and a terminating signal reach the server itself): ``python -m dashboards`` (every Panel page in
-one server, :mod:`dashboards.server`), ``python -m jupyterlab`` on ``notebooks/`` and ``python -m voila``
-on notebooks 02 and 05. ``api`` never imports ``dashboards`` (import-linter keeps them independent), hence a
+one server, :mod:`dashboards.server`), ``python -m jupyterlab`` on ``notebooks/`` and Voila on notebooks
+02 and 05 (``python -m dashboards.voila_server``: Voila with a fix for cells that show an Output widget, which
+otherwise hang at random). ``api`` never imports ``dashboards`` (import-linter keeps them independent), hence a
 new program rather than a call. All three bind 127.0.0.1 unless told otherwise.
 
 The API key for ``dashboards`` travels in the child's environment (``ASSISTANT_API_KEY``), not on its
@@ -94,7 +95,7 @@ def lab(
 
 
 def voila_args(port: int, apps_dir: Path) -> list[str]:
-    return ["-m", "voila", str(apps_dir), "--no-browser", "--port", str(port), "--Voila.ip=127.0.0.1",
+    return ["-m", "dashboards.voila_server", str(apps_dir), "--no-browser", "--port", str(port), "--Voila.ip=127.0.0.1",
             "--strip_sources=True"]
 
 

@@ -50,7 +50,7 @@ def test_voila_serves_notebooks_02_and_05_with_the_code_hidden(execs) -> None:
     result = runner.invoke(app, ["voila", "--port", "8870"])
     assert result.exit_code == 0, result.output
     (args, _), = execs
-    assert args[:2] == ["-m", "voila"] and "--Voila.ip=127.0.0.1" in args and "--strip_sources=True" in args
+    assert args[:2] == ["-m", "dashboards.voila_server"] and "--Voila.ip=127.0.0.1" in args and "--strip_sources=True" in args
     apps = Path(args[2])
     assert sorted(p.name for p in apps.iterdir()) == sorted(cli_workbench.VOILA_APPS)
     assert all((apps / n).resolve() == (cli_workbench.NOTEBOOKS / n).resolve() for n in cli_workbench.VOILA_APPS)

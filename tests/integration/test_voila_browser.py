@@ -70,16 +70,11 @@ def test_each_app_renders_without_a_kernel_error(notebook: str, voila: str, brow
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
     loopback_only(page, outside)
     try:
-        for attempt in range(2):  # a page whose kernel never starts executing is opened once more
-            page.goto(f"{voila}/voila/render/{notebook}", timeout=RENDER_MS)
-            # "Executing n of m" until the last cell has run, then the outputs replace the spinner
-            try:
-                wait_for(lambda: page.evaluate(TEXT_JS), lambda text: "Executing" not in text and len(text) > 200,
-                         f"{notebook} to run", RENDER_S)
-                break
-            except AssertionError:
-                if attempt:
-                    raise
+        # opened once: an @interact cell used to hang Voila at random (dashboards/voila_server.py fixes it)
+        page.goto(f"{voila}/voila/render/{notebook}", timeout=RENDER_MS)
+        # "Executing n of m" until the last cell has run, then the outputs replace the spinner
+        wait_for(lambda: page.evaluate(TEXT_JS), lambda text: "Executing" not in text and len(text) > 200,
+                 f"{notebook} to run", RENDER_S)
         page.wait_for_load_state("networkidle")
         shown = page.evaluate(TEXT_JS)
         page.screenshot(path=str(ARTIFACTS / f"voila_{notebook.removesuffix('.ipynb')}.png"), full_page=True)
