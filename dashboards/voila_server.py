@@ -6,8 +6,9 @@ nbclient waits for the cell's ``execute_reply`` with ``shell_channel.get_msg(tim
 on the shell socket's readiness, while its Output-widget stand-in sends comm messages on the same
 socket from the task that reads IOPub. A ZeroMQ socket signals readiness edge-triggered; the send can
 consume the edge the waiting poll needed, and the reply that has arrived is never read. Measured here on
-notebook 02 with ``curl``: 1 run in 3 hung, and so did 1 in 8 of a two-cell notebook with one
-``@interact`` (nbclient issue #312 describes the same hang; its proposed fix was not merged).
+notebook 02 with ``curl``: 1 run in 3 hung, and so did 1 in 8 of a three-cell notebook with one
+``@interact``; through this launcher, 30 of 30 renders finished (nbclient issue #312 describes the same
+hang; its proposed fix was not merged).
 
 The fix: in this process, a wait without a timeout on an asyncio kernel channel is a loop of bounded
 waits (:data:`SLICE_S`), each of which checks the socket's state afresh, so a message that has arrived
