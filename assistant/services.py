@@ -45,6 +45,7 @@ from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
 from assistant.observability.metrics import Metrics, knowledge_graph_figures
+from assistant.observability.signals import SignalBus
 from assistant.ratelimit import RateLimiter
 from assistant.sanitation.anomalies import AnomalyMonitor
 from assistant.sanitation.build import build_sanitation
@@ -98,6 +99,8 @@ class Services:
     supervisor: ComponentSupervisor | None = None  # restarts failing components (sanitation's anomalies)
     scheduler: BackgroundScheduler | None = None  # once `start_background` ran
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
+    signals: SignalBus = field(default_factory=SignalBus)  # typed signals of the extended features
+    # Extended features (assistant/extended/), each None while its section is disabled:
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -312,6 +315,8 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
         voice=build_voice(settings, db, sealer=sealer),
         breakers=breakers,
     )
+    sovereign = settings.sovereign_intelligence
+    services.signals = SignalBus(analytics, sovereign.signal_bus_capacity, sovereign.signal_retention_days)
     if services.graph is not None:
         metrics.knowledge_graph = partial(knowledge_graph_figures, services.graph)
     services.defence, services.sanitation = build_sanitation(settings, db, sealer, memory, services.graph, queue,

@@ -22,12 +22,14 @@ class MessengerSettings(Section):
 
 
 class PrivacySettings(Section):
+    enabled: bool = True  # beyond the spec: off answers 503 naming privacy.enabled
     epsilon: float = Field(1.0, gt=0)
     delta: float = Field(1e-5, gt=0, lt=1)
     budget_reset_interval: Literal["hourly", "daily", "weekly", "monthly"] = "daily"
 
 
 class CognitiveLoadSettings(Section):
+    enabled: bool = True  # beyond the spec: off, answers keep the configured system prompt only
     circadian_weight: float = Field(0.3, ge=0.0, le=1.0)
     duration_weight: float = Field(0.25, ge=0.0, le=1.0)
     latency_weight: float = Field(0.2, ge=0.0, le=1.0)
@@ -39,6 +41,7 @@ class CognitiveLoadSettings(Section):
 
 
 class PrecacheSettings(Section):
+    enabled: bool = True  # beyond the spec: off, no query is predicted nor refreshed
     min_probability: float = Field(0.7, ge=0.0, le=1.0)
     check_interval_minutes: int = Field(15, ge=1)
     max_precached_queries: int = Field(20, ge=0)
@@ -51,6 +54,7 @@ class KnowledgeVisualizationSettings(Section):
 
 
 class SovereignIntelligenceSettings(Section):
+    enabled: bool = True  # beyond the spec: the sovereignty score, explanations and the immune view
     signal_bus_capacity: int = Field(1024, ge=1)
     signal_retention_days: int = Field(90, ge=1)
 

@@ -97,6 +97,18 @@ class Analytics:
             except duckdb.Error as exc:  # a full disk: latency samples are dropped, requests go on
                 log.warning("dropped %d analytics rows: %s", len(rows), exc)
 
+    def execute(self, sql: str, params: list[object] | None = None) -> list[tuple]:
+        """One statement on the DuckDB connection (under its lock), its rows fetched (the signal bus's
+        ``signals`` table lives in the same file: :mod:`assistant.observability.signals`)."""
+        with self._lock:
+            if self._closed_conn:
+                raise RuntimeError("the analytics store is closed")
+            cursor = self._conn.execute(sql, params or [])
+            try:
+                return cursor.fetchall()
+            except duckdb.InvalidInputError:  # a statement without a result set
+                return []
+
     def percentiles(self, kind: str = "request", since: datetime | None = None) -> Percentiles:
         with self._lock:
             self._flush_locked()
