@@ -12,6 +12,12 @@ from datetime import UTC, datetime
 # Registration order is application order: the modules are imported oldest first. A new migration goes
 # at the end of the newest module (start a new module when that one nears 500 lines).
 from assistant.storage.migrations import m001_m012, m013_on  # noqa: F401 - registers the migrations
+from assistant.storage.migrations import (  # noqa: F401 - extended features, one module each, in this order
+    m023_explanations,
+    m024_privacy_ledger,
+    m025_red_team,
+    m026_precache,
+)
 from assistant.storage.migrations.registry import MIGRATIONS, Connection, Migration, migration
 
 __all__ = ["MIGRATIONS", "Connection", "Migration", "applied", "migrate", "migration"]
