@@ -163,7 +163,7 @@ class SignalBus:
         if user_id is not None:
             sql += " AND (user_id = ?" + (" OR user_id IS NULL)" if include_server else ")")
             params.append(str(user_id))
-        sql += " ORDER BY ts DESC LIMIT ?"
+        sql += " ORDER BY ts DESC, rowid DESC LIMIT ?"
         params.append(limit)
         rows = self._analytics.execute(sql, params)
         return [Signal(SignalKind(k), ts if ts.tzinfo else ts.replace(tzinfo=UTC), u, v,

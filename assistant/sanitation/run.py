@@ -309,7 +309,8 @@ class SanitationRun:
 
             service.emit(QUALITY_REGRESSION, self.user, quality=plan.quality.as_dict())
         service.emit("run_finished", self.user, id=result.id, session_id=self.session_id, cycle=self.cycle,
-                     status=result.status, counts=dict(result.counts), duration_ms=result.duration_ms)
+                     status=result.status, counts=dict(result.counts), duration_ms=result.duration_ms,
+                     quality=plan.quality.as_dict() if plan.quality is not None else None)
 
     # --- rollback ------------------------------------------------------------------------------------
 
