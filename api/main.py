@@ -28,6 +28,7 @@ from api.routes import (
     openai_compat,
     quarantine,
     sanitation,
+    signals,
     snippets,
     system,
     tools,
@@ -154,7 +155,7 @@ def create_app(services: Services) -> FastAPI:
     for router in (health.router, metrics.router, chat.router, quarantine.router, memories.router, system.router,
                    tools.router, snippets.router, agent_profiles.router, catalog.router, approvals.router,
                    agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
-                   sanitation.router, openai_compat.router):
+                   sanitation.router, openai_compat.router, signals.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     app.add_route("/mcp", mcp, include_in_schema=False)  # the MCP server (api/mcp_http.py)

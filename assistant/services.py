@@ -44,6 +44,7 @@ from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
 from assistant.messaging.service import MessagingService, create_messaging
+from assistant.observability.bridges import bridge_signals
 from assistant.observability.metrics import Metrics, knowledge_graph_figures
 from assistant.observability.signals import SignalBus
 from assistant.ratelimit import RateLimiter
@@ -328,6 +329,7 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     supervise(services)
     if services.dream is not None:
         metrics.dream = services.dream.counters.snapshot
+    bridge_signals(services.signals, services.sanitation, services.dream)  # quality, anomalies, dream phases
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
