@@ -18,18 +18,25 @@ from api.routes import (
     approvals,
     catalog,
     chat,
+    cognitive,
     commands,
     docs,
     dream,
+    explain,
     health,
+    immune,
     knowledge,
     memories,
     metrics,
     openai_compat,
+    precache,
+    privacy,
     quarantine,
+    red_team,
     sanitation,
     signals,
     snippets,
+    sovereignty,
     system,
     tools,
     voice,
@@ -137,6 +144,8 @@ def create_app(services: Services) -> FastAPI:
             services.dream.bind_loop(asyncio.get_running_loop())
         if services.sanitation is not None:  # the contradiction judge's engine calls
             services.sanitation.bind_loop(asyncio.get_running_loop())
+        if services.red_team is not None:  # the red team's attacks through the chat path
+            services.red_team.bind_loop(asyncio.get_running_loop())
         async with mcp.run():  # the MCP transport's session manager
             yield
 
@@ -155,7 +164,9 @@ def create_app(services: Services) -> FastAPI:
     for router in (health.router, metrics.router, chat.router, quarantine.router, memories.router, system.router,
                    tools.router, snippets.router, agent_profiles.router, catalog.router, approvals.router,
                    agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
-                   sanitation.router, openai_compat.router, signals.router):
+                   sanitation.router, openai_compat.router, signals.router, precache.router,
+                   privacy.router, sovereignty.router, explain.router, cognitive.router, red_team.router,
+                   immune.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     app.add_route("/mcp", mcp, include_in_schema=False)  # the MCP server (api/mcp_http.py)

@@ -27,6 +27,13 @@ from assistant.defence.types import Detector, NoDefence
 from assistant.dream.build import build_dream
 from assistant.dream.service import DreamService
 from assistant.embeddings.base import Embedder, create_embedder
+from assistant.extended.cognitive import CognitiveLoad, build_cognitive, load_signal
+from assistant.extended.explain_store import ExplanationStore, build_explanations
+from assistant.extended.immune import ImmuneView, build_immune
+from assistant.extended.precache import Precache, build_precache
+from assistant.extended.privacy import PrivacyBudget, build_privacy
+from assistant.extended.red_team import RedTeam, build_red_team
+from assistant.extended.sovereignty_probe import SovereigntyMonitor, build_sovereignty
 from assistant.graph.build import build_graph
 from assistant.graph.service import KnowledgeGraph
 from assistant.guarded import EMBEDDER, LLM, MESSENGER, GuardedEmbedder, GuardedSender, guard_tools, tool_breaker_name
@@ -102,6 +109,13 @@ class Services:
     breakers: Breakers = field(default_factory=Breakers)  # one circuit breaker per backend
     signals: SignalBus = field(default_factory=SignalBus)  # typed signals of the extended features
     # Extended features (assistant/extended/), each None while its section is disabled:
+    explanations: ExplanationStore | None = None  # [sovereign_intelligence]: answers' provenance, recorded
+    cognitive: CognitiveLoad | None = None  # [cognitive_load]: the user's load and the answer format
+    precache: Precache | None = None  # [precache_prediction]: predicted queries answered ahead of time
+    privacy: PrivacyBudget | None = None  # [privacy]: differential-privacy budgets of aggregate outputs
+    sovereignty: SovereigntyMonitor | None = None  # [sovereign_intelligence]: the sovereignty score
+    red_team: RedTeam | None = None  # [red_team]: generated attacks against the defence and the chat path
+    immune: ImmuneView | None = None  # [sovereign_intelligence]: the immune status audit view
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -181,6 +195,8 @@ class Services:
                 self.dream.recover()  # sessions a previous process left active (assistant/dream/service.py)
             self.scheduler = start_scheduler(self.memory, reminders, self.settings.reminders.check_interval_secs,
                                              self.graph, self.dream)
+            if self.precache is not None:  # every precache_prediction.check_interval_minutes
+                self.precache.schedule(self.scheduler)
         if self.voice is not None:
             self.voice.start(self.chat)  # engines validated (ConfigError if broken), bus connecting
             self.metrics.voice_dropped = self.voice.dropped
@@ -198,6 +214,10 @@ class Services:
             self.graph.close()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # a running job finishes before the database closes
+        if self.precache is not None:
+            self.precache.close()  # its statistics (m026) are written
+        if self.red_team is not None:
+            self.red_team.close()  # a run stops between two attacks; its ephemeral users are erased
         self.queue.close()
         if self.messaging is not None:
             self.messaging.close()
@@ -330,6 +350,20 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
     if services.dream is not None:
         metrics.dream = services.dream.counters.snapshot
     bridge_signals(services.signals, services.sanitation, services.dream)  # quality, anomalies, dream phases
+    services.explanations = chat.explanations = build_explanations(settings, db, sealer)  # recorded per answer
+    services.cognitive = chat.cognitive = build_cognitive(settings, db, sealer)  # the answer format
+    if services.cognitive is not None:
+        chat.load_signal = load_signal(services.signals)  # one CognitiveLoadEstimate per answer
+    services.privacy = build_privacy(settings, db, services.signals)
+    services.sovereignty = build_sovereignty(settings, db, sealer, key_path(settings), services.signals, catalog)
+    services.precache = build_precache(settings, db, sealer, memory, toolbox, services.signals)  # wraps the tools
+    if services.precache is not None:
+        chat.precache = services.precache  # ChatService.recall asks it before retrieving
+    services.red_team = build_red_team(settings, db, sealer, services.defence, chat, services.signals,
+                                       services.sanitation, analytics)  # its bypasses feed defence evolution
+    services.immune = build_immune(settings, services.defence, sanitation=services.sanitation,
+                                   red_team=services.red_team, supervisor=services.supervisor, memory=memory,
+                                   signals=services.signals)
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service

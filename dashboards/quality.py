@@ -10,13 +10,17 @@ package in process: the same JSON), and every action goes through it; this modul
 - **quarantine** table (reason, verdict, when) with a *Restore* button per row (``restore``: the
   memory gets its type back and leaves the table; a purged one's refusal says when and why);
 - **defence patterns** table with their hit counts and a *Deactivate* button per row;
-- *Run sanitation now* (``run()``) and a periodic refresh (``refresh_ms``).
+- *Run sanitation now* (``run()``) and a periodic refresh (``refresh_ms``);
+- **immune system** (``immune()``): the defence's layers with their pattern counts, the last red-team and
+  sanitation results, quarantine counts, anomalies and component restarts, in one table;
+- **red team** (``red_team()``): the latest report's defence score per attack family (a bar chart) and its
+  bypasses (the attacks that got through, which sanitation's defence evolution learns from).
 
 Served by ``assistant dashboards`` (or ``panel serve dashboards/quality.py``): with ``ASSISTANT_API_URL`` and ``ASSISTANT_API_KEY``
 set it uses the API server (the key's user); otherwise it builds the services of the configured data
 directory in process (``--args config.toml``; only while no server holds that directory) and shows
 ``ASSISTANT_DASHBOARD_USER`` (default: the owner). In a notebook: ``pn.extension("plotly", "tabulator")``,
-then ``QualityView(LocalQualityClient(services.sanitation, user))``.
+then ``QualityView(LocalQualityClient(services.sanitation, user, services.immune, services.red_team))``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ SERIES = (("score", "quality score", "#2ca02c"), ("re_ask_rate", "re-ask rate", 
 TREND_MARKS = {"Improving": "↑", "Stable": "→", "Degrading": "↓"}
 QUARANTINE_COLUMNS = ["id", "content", "reason", "type", "quarantined"]
 PATTERN_COLUMNS = ["id", "pattern", "family", "source", "hits", "created"]
+IMMUNE_COLUMNS = ["part", "state", "detail"]
+BYPASS_COLUMNS = ["family", "technique", "why", "text"]
 
 
 def _moment(text: str | None) -> datetime | None:
@@ -101,6 +107,57 @@ def patterns_frame(patterns: list[dict[str, Any]]) -> pd.DataFrame:
     } for p in patterns], columns=PATTERN_COLUMNS)
 
 
+def immune_frame(status: dict[str, Any]) -> pd.DataFrame:
+    """The immune status as rows a person reads: one per defence layer, then the last runs, quarantine,
+    anomalies and each restartable component."""
+    rows: list[dict[str, Any]] = []
+    defence = status.get("defence") or {}
+    for layer in defence.get("layers") or []:
+        detail = ", ".join(f"{k} {v}" for k, v in layer.items()
+                           if k in ("patterns", "deactivated", "hits", "variant", "band") and v not in (None, {}))
+        rows.append({"part": f"defence: {layer['name']}", "state": "on" if layer.get("active") else "off",
+                     "detail": detail or layer.get("detail", "")})
+    for name in ("red_team", "sanitation"):
+        part = status.get(name) or {}
+        latest = part.get("latest") or {}
+        score = latest.get("defense_score", latest.get("quality_score"))
+        when = latest.get("finished_at") or latest.get("started_at") or ""
+        rows.append({"part": name.replace("_", " "), "state": part.get("status", ""),
+                     "detail": (f"score {score} " if score is not None else "") + str(when)})
+    quarantine = status.get("quarantine") or {}
+    rows.append({"part": "quarantine", "state": f"{quarantine.get('quarantined', 0)} held",
+                 "detail": f"{quarantine.get('purged', 0)} purged"})
+    anomalies = status.get("anomalies") or {}
+    rows.append({"part": "anomalies", "state": f"{anomalies.get('detected', 0)} detected",
+                 "detail": "; ".join(str(a.get("detail", a)) for a in (anomalies.get("recent") or [])[-3:])})
+    for component, state in (status.get("restarts") or {}).items():
+        rows.append({"part": f"restarts: {component}",
+                     "state": "degraded" if state.get("degraded") else f"{state.get('attempts', 0)} attempt(s)",
+                     "detail": state.get("degraded_reason") or state.get("last_error") or ""})
+    return pd.DataFrame(rows, columns=IMMUNE_COLUMNS)
+
+
+def red_team_figure(report: dict[str, Any] | None) -> go.Figure:
+    """The defence score per attack family of a red-team report (blocked / tested, 0..100)."""
+    families = (report or {}).get("families") or {}
+    names = sorted(families)
+    fig = go.Figure(go.Bar(x=names, y=[families[n].get("score") or 0 for n in names], marker_color="#2ca02c",
+                           text=[f"{families[n].get('blocked', 0)}/{families[n].get('tested', 0)}" for n in names],
+                           textposition="outside"))
+    title = (f"Red team: defence score {report['defense_score']:.1f} "
+             f"({report['attacks_blocked']}/{report['attacks_tested']} blocked)") if report else "No red-team run yet"
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, yaxis={"range": [0, 110], "title": "score"},
+                      height=300, margin={"l": 10, "r": 10, "t": 40, "b": 40}, plot_bgcolor="white",
+                      uirevision="red-team")
+    return fig
+
+
+def bypasses_frame(report: dict[str, Any] | None) -> pd.DataFrame:
+    return pd.DataFrame([{"family": b.get("family", ""), "technique": b.get("technique", ""), "why": b.get("why", ""),
+                          "text": _short(b.get("text") or "")} for b in (report or {}).get("bypasses") or []],
+                        columns=BYPASS_COLUMNS)
+
+
 class QualityView(pn.viewable.Viewer):
     """The sanitation of one user through ``client`` (see the module docstring)."""
 
@@ -126,6 +183,14 @@ class QualityView(pn.viewable.Viewer):
             patterns_frame([]), disabled=True, show_index=False, hidden_columns=["id"], sizing_mode="stretch_width",
             buttons={"deactivate": "Deactivate"}, height=260, css_classes=["quality-patterns"])
         self.patterns_table.on_click(self._pattern_clicked)
+        self.immune_table = pn.widgets.Tabulator(immune_frame({}), disabled=True, show_index=False,
+                                                 sizing_mode="stretch_width", height=320,
+                                                 css_classes=["quality-immune"])
+        self.red_team_note = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["quality-red-team"])
+        self.red_team_plot = pn.pane.Plotly(red_team_figure(None), sizing_mode="stretch_width", height=300)
+        self.bypasses_table = pn.widgets.Tabulator(bypasses_frame(None), disabled=True, show_index=False,
+                                                   sizing_mode="stretch_width", height=220,
+                                                   css_classes=["quality-bypasses"])
         self.callback: pn.io.callbacks.PeriodicCallback | None = None
         self.refresh()
 
@@ -148,6 +213,28 @@ class QualityView(pn.viewable.Viewer):
         self.read_quality()
         self.read_quarantine()
         self.read_patterns()
+        self.read_immune()
+
+    def read_immune(self) -> None:
+        """The immune status and the latest red-team report; either being off (503) or not run yet (404) is
+        said in a line, not as a failure."""
+        try:
+            self.immune_table.value = immune_frame(self.client.immune())
+        except ClientError as exc:
+            self.immune_table.value = pd.DataFrame([{"part": "immune status", "state": "unavailable",
+                                                     "detail": str(exc)}], columns=IMMUNE_COLUMNS)
+        except Exception as exc:
+            self.message.object = f"**Reading the immune status failed:** {html.escape(str(exc))}"
+        report = None
+        try:
+            report = self.client.red_team()
+            self.red_team_note.object = ""
+        except ClientError as exc:
+            self.red_team_note.object = f"*{html.escape(str(exc))}*"
+        except Exception as exc:
+            self.red_team_note.object = f"**Reading the red-team report failed:** {html.escape(str(exc))}"
+        self.red_team_plot.object = red_team_figure(report)
+        self.bypasses_table.value = bypasses_frame(report)
 
     def read_quality(self) -> None:
         try:
@@ -218,6 +305,12 @@ class QualityView(pn.viewable.Viewer):
             self.quarantine_table,
             "### Defence patterns",
             self.patterns_table,
+            "### Immune system",
+            self.immune_table,
+            "### Red team",
+            self.red_team_note,
+            self.red_team_plot,
+            self.bypasses_table,
             sizing_mode="stretch_width",
         )
 
@@ -226,7 +319,7 @@ def local_quality(config: str | None) -> QualityClient:
     """In process: the sanitation service of the configured data directory (built once per process)."""
     services, user = local_services(config, "sanitation",
                                     "sanitation is disabled ([sanitation] enabled = false, or memory.enabled = false)")
-    return LocalQualityClient(services.sanitation, user)
+    return LocalQualityClient(services.sanitation, user, services.immune, services.red_team)
 
 
 if pn.state.served:

@@ -11,7 +11,11 @@ JSON shapes of the sanitation and quarantine routes (the ``as_dict()`` of :mod:`
 - ``restore(memory_id)``: ``POST /v1/memories/{id}/restore`` -> the memory, restored;
 - ``patterns()``: ``GET /v1/sanitation/defense-patterns`` -> ``{"patterns": [...], "total": n}`` (with ``hits``);
 - ``deactivate(pattern_id)``: ``DELETE /v1/sanitation/defense-patterns/{id}`` -> the pattern, inactive;
-- ``run()``: ``POST /v1/sanitation/run`` -> the result record of a run now.
+- ``run()``: ``POST /v1/sanitation/run`` -> the result record of a run now;
+- ``immune()``: ``GET /api/v1/immune/status`` -> the defence's layers and pattern counts, the last red-team and
+  sanitation results, quarantine counts, anomalies and restarts (:class:`assistant.extended.immune.ImmuneView`);
+- ``red_team()``: ``GET /api/red-team/report`` -> the latest red-team report (``defense_score``, ``families``,
+  ``bypasses``); 404 before the first run, 503 while ``red_team.enabled`` is false.
 
 Failures raise a :class:`~dashboards.client.ClientError` with the message a user should read (the API's
 error envelope, or the package's error as :class:`QualityClientError`: a purged memory's 404 says when
@@ -57,6 +61,10 @@ class QualityClient(Protocol):
 
     def run(self) -> dict[str, Any]: ...
 
+    def immune(self) -> dict[str, Any]: ...
+
+    def red_team(self) -> dict[str, Any]: ...
+
     def close(self) -> None: ...
 
 
@@ -79,11 +87,15 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 class LocalQualityClient:
-    """The sanitation of ``user_id`` in ``sanitation`` (this process)."""
+    """The sanitation of ``user_id`` in ``sanitation`` (this process); ``immune`` and ``red_team`` are the
+    services' :class:`~assistant.extended.immune.ImmuneView` and :class:`~assistant.extended.red_team.RedTeam`
+    (None: off, answered as the API answers, 503)."""
 
-    def __init__(self, sanitation: SanitationService, user_id: str):
+    def __init__(self, sanitation: SanitationService, user_id: str, immune: Any = None, red_team: Any = None):
         self.sanitation = sanitation
         self.user = str(user_id)
+        self.immune_view = immune
+        self.team = red_team
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -116,6 +128,21 @@ class LocalQualityClient:
 
     def run(self) -> dict[str, Any]:
         return result_json(self._call(self.sanitation.run, self.user))
+
+    def immune(self) -> dict[str, Any]:
+        if self.immune_view is None:
+            raise QualityClientError("the immune status is off (sovereign_intelligence.enabled = false)", 503)
+        return self._call(self.immune_view.status, self.user)
+
+    def red_team(self) -> dict[str, Any]:
+        if self.team is None:
+            raise QualityClientError("the red team is disabled (red_team.enabled = false)", 503)
+        report = self._call(self.team.latest, self.user)
+        if report is None:
+            raise QualityClientError("no red-team run has completed yet", 404)
+        body = report.as_dict()
+        body.pop("results", None)  # as the API answers without ?attacks=true
+        return body
 
     def close(self) -> None:
         pass
@@ -151,3 +178,9 @@ class HttpQualityClient(HttpApi):
 
     def run(self) -> dict[str, Any]:
         return self.send("POST", "/v1/sanitation/run", json={}, timeout=RUN_TIMEOUT)
+
+    def immune(self) -> dict[str, Any]:
+        return self.send("GET", "/api/v1/immune/status")
+
+    def red_team(self) -> dict[str, Any]:
+        return self.send("GET", "/api/red-team/report")

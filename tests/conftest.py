@@ -58,6 +58,10 @@ def make_settings(tmp_path: Path, clean_env: None) -> Callable[..., Settings]:
             # model's calls always reach the loop whatever the default); the "auto" selection has its
             # own tests (tests/assistant/tools/test_selection.py).
             "tool_calling": {"selection": "all"},
+            # The cognitive load's answer format depends on the wall clock (its circadian component):
+            # off here so that prompts are the same at any hour; its tests turn it on with a fixed
+            # clock (tests/assistant/extended/test_cognitive.py, tests/api/test_api_explain.py).
+            "cognitive_load": {"enabled": False},
         }
         return Settings.load(**_merge(base, sections))
 

@@ -36,6 +36,22 @@ writes by tools are refused (:mod:`assistant.chat.tool_loop`), and the exchange 
 (:func:`assistant.memory.learning.learning_refusal`). What was flagged outside a tool is recorded with
 the reply's tool runs as a ``(defence)`` run (:mod:`assistant.chat.tool_runs`), and the turn's summary
 is the reply's ``defence``.
+
+Explanations (:mod:`assistant.extended.explain`; build_services sets ``explanations`` while
+``sovereign_intelligence.enabled``): each turn gets a :class:`~assistant.extended.explain.TurnRecorder`
+that notes what really happened (the defence, the embedding, the precache, every memory in the
+running with its scores and whether it was injected or cut, insights, the cognitive load, the
+prompt's sections and sizes, each model turn, tool call and approval, the learning, the timings);
+the explanation is stored with the answer, keyed by its message id. Without a store nothing is
+recorded (:data:`~assistant.extended.explain.NO_RECORDING`).
+
+Cognitive load (:mod:`assistant.extended.cognitive`; ``cognitive`` while ``cognitive_load.enabled``):
+the user's load is estimated before the prompt is built; its answer format's instruction (none for
+Narrative) opens the second part of the system prompt (:func:`~assistant.chat.recall.system_messages`),
+and ``load_signal`` (the signal bus's ``CognitiveLoadEstimate``) is told the estimate of each answer.
+
+Precache (``precache``, a :class:`~assistant.chat.recall.PrecacheLookup`): asked before retrieval;
+a hit's ``(context, used)`` stands for :meth:`MemoryStore.retrieve_for_prompt`'s.
 """
 
 from __future__ import annotations
@@ -46,6 +62,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -55,18 +72,28 @@ from assistant.agents.profiles import ProfileApplication, ProfileStore
 from assistant.chat.approvals import ToolApprovals
 from assistant.chat.call_review import ToolCallCounters
 from assistant.chat.conversations import ConversationStore
-from assistant.chat.recall import TurnMemory, UsedMemory, insight_block, memory_block, system_messages
+from assistant.chat.recall import (
+    PrecacheLookup,
+    TurnMemory,
+    UsedMemory,
+    insight_block,
+    memory_block,
+    system_messages,
+)
 from assistant.chat.tool_loop import LoopEventType, LoopResult, ToolLoop, ToolRecord
 from assistant.chat.tool_runs import DEFENCE_TOOL, ToolRun, ToolRunStore
 from assistant.config import InferenceSettings, MemorySettings, ToolCallingSettings
 from assistant.defence.types import Detector, NoDefence, Source
-from assistant.defence.wrap import Inspected, PromptGuard, VerdictCache
+from assistant.defence.wrap import DATA_RULE, Inspected, PromptGuard, VerdictCache
 from assistant.errors import ServiceUnavailableError, ValidationFailed
+from assistant.extended.cognitive import CognitiveLoad, LoadEstimate
+from assistant.extended.explain import NO_RECORDING, StepKind, TurnRecorder, candidate
+from assistant.extended.explain_store import ExplanationStore
 from assistant.guarded import EmbedderUnavailable
 from assistant.llm.base import ChatMessage, Delta, Finished, GenerationOptions, TokenUsage, ToolCall
 from assistant.llm.queue import InferenceQueue
 from assistant.memory.learning import learning_refusal
-from assistant.memory.scoring import CONTEXT_BUDGET_CHARS, PREAMBLE
+from assistant.memory.scoring import CONTEXT_BUDGET_CHARS, INJECTED, PREAMBLE
 from assistant.memory.store import MemoryStore
 from assistant.observability.metrics import Metrics
 from assistant.storage.analytics import Analytics
@@ -175,6 +202,12 @@ class ChatService:
         self.memory_verdicts = VerdictCache()
         # What the tool loop did to calls (prerequisites, repairs, changed arguments), for /metrics.
         self.tool_counters = ToolCallCounters()
+        # Extended features (build_services sets them; None: off). Explanations recorded per answer, the
+        # cognitive load estimate and its signal (user id, estimate, answer's message id), the precache.
+        self.explanations: ExplanationStore | None = None
+        self.cognitive: CognitiveLoad | None = None
+        self.load_signal: Callable[[str, LoadEstimate, str], None] | None = None
+        self.precache: PrecacheLookup | None = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -234,20 +267,32 @@ class ChatService:
 
     def _prompt(self, user_id: UUID | str, request: ChatRequest, memory_context: str = "",
                 separate_context: bool = False, profiles: ProfileApplication | None = None,
-                data_rule: bool = False) -> list[ChatMessage]:
-        """System prompt (+ profiles, + memories), history, the message. With ``separate_context``
+                data_rule: bool = False, instruction: str = "",
+                sections: dict[str, int] | None = None) -> list[ChatMessage]:
+        """System prompt (+ profiles, + memories), history, the message. ``instruction`` is the
+        cognitive load's answer format (:mod:`assistant.extended.cognitive`); ``sections``, when
+        given, receives the size in characters of each part (the explanation). With ``separate_context``
         the memories are a second system message: chat templates put the tool list right after the
         first one, so the long prefix of system prompt and tools stays the same from request to
         request and is served from llama.cpp's KV cache instead of being evaluated again. With
         ``data_rule`` (fenced memories follow) :data:`DATA_RULE` precedes the memories; the tool loop
         adds it the same way when the first fenced tool result reaches the prompt."""
-        system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
+        base = system = request.system_prompt if request.system_prompt is not None else self.settings.system_prompt
         if profiles is not None and profiles.system:
             system = "\n\n".join(part for part in (system, profiles.system) if part)
-        messages = system_messages(system, memory_context, separate=separate_context, data_rule=data_rule)
+        messages = system_messages(system, memory_context, separate=separate_context, data_rule=data_rule,
+                                   instruction=instruction)
+        history: list[ChatMessage] = []
         if request.conversation_id is not None:
-            messages += self.conversations.history(request.conversation_id, self.settings.history_messages)
+            history = self.conversations.history(request.conversation_id, self.settings.history_messages)
+            messages += history
         messages.append(ChatMessage("user", request.message))
+        if sections is not None:
+            sections.update({
+                "system_prompt": len(base or ""), "profile_block": len(profiles.system or "") if profiles else 0,
+                "cognitive_load": len(instruction), "data_rule": len(DATA_RULE) if data_rule else 0,
+                "memory_context": 0, "insights": 0,  # filled in from the turn by the caller
+                "history": sum(len(m.content or "") for m in history), "message": len(request.message)})
         return messages
 
     def _options(self, request: ChatRequest, profiles: ProfileApplication | None = None) -> GenerationOptions:
@@ -266,12 +311,16 @@ class ChatService:
         """Yield ``MessageEvent``s then one ``DoneEvent``; the exchange is stored (and learned
         from, unless ``request.learn`` is False) before ``done``. Relevant memories are injected into
         the system prompt, unless ``request.use_memories`` is False."""
+        rec = self.recorder()
         profiles = self.resolve_profiles(user_id, request)
         self.validate(request, profiles)
         self.touch(user_id)
         if request.conversation_id is not None:
             self.conversations.get(user_id, request.conversation_id)  # 404 before any model work
-        turn = await self.recall(user_id, request.message, use_memories=request.use_memories, learn=request.learn)
+        recall_start = time.perf_counter()
+        turn = await self.recall(user_id, request.message, use_memories=request.use_memories, learn=request.learn,
+                                 recorder=rec)
+        rec.time("recall_ms", recall_start)
         enabled = None
         if not turn.degraded:
             try:
@@ -285,8 +334,17 @@ class ChatService:
         guard, context = turn.guard, turn.context
         use_tools = enabled is not None
         before_tools = list(guard.seen)
-        messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles,
-                                data_rule=bool(context))
+        load = self.estimate_load(user_id, request, rec)
+        sections: dict[str, int] | None = {} if rec.on else None
+        with rec.span(StepKind.PROMPT, "prompt built") as data:
+            messages = self._prompt(user_id, request, context, separate_context=use_tools, profiles=profiles,
+                                    data_rule=bool(context), instruction=load.instruction if load else "",
+                                    sections=sections)
+            if sections is not None:
+                sections.update(memory_context=turn.memory_chars, insights=turn.insight_chars)
+                data.update(sections=[{"name": k, "chars": v} for k, v in sections.items()],
+                            chars=sum(len(m.content or "") for m in messages), messages=len(messages),
+                            tools=list(enabled) if enabled is not None else [])
         options = self._options(request, profiles)
         start = time.perf_counter()
         parts: list[str] = []
@@ -302,6 +360,7 @@ class ChatService:
                                 counters=self.tool_counters)
                 context_for_tools = self.toolbox.context(user_id)
                 async for event in loop.stream(messages, options, context_for_tools, enabled):
+                    rec.loop_event(event)
                     if event.type is LoopEventType.MESSAGE_DELTA:
                         parts.append(event.data["delta"])
                         yield MessageEvent(event.data["delta"])
@@ -312,10 +371,17 @@ class ChatService:
             else:
                 async for event in self.queue.stream(messages, options):
                     if isinstance(event, Delta):
+                        rec.token()
                         parts.append(event.text)
                         yield MessageEvent(event.text)
                     elif isinstance(event, Finished):
                         finished = event
+                if rec.on and finished is not None:
+                    rec.add(StepKind.GENERATION, "answer", start, time.perf_counter(), {
+                        "engine": self.settings.backend, "model": finished.model,
+                        "prompt_tokens": finished.usage.prompt, "completion_tokens": finished.usage.completion,
+                        "cached_prompt_tokens": finished.usage.cached_prompt,
+                        "first_token_ms": rec.timings.get("first_token_ms"), "finish_reason": finished.finish_reason})
             if finished is None:
                 raise ServiceUnavailableError("the inference engine ended without finishing the answer")
             if finished.finish_reason == "timeout" and loop_result is None:
@@ -325,6 +391,7 @@ class ChatService:
             ok = True
         finally:
             self.account(options, start, finished, ok)
+        rec.time("generation_ms", start)
         reply = "".join(parts)
         conversation_id, message_id, created_at = self.conversations.record_exchange(
             user_id=user_id,
@@ -340,10 +407,24 @@ class ChatService:
         records = _flagged_records(before_tools) + (loop_result.records if loop_result is not None else [])
         if records and self.tool_runs is not None:
             runs = tuple(self.tool_runs.record(user_id, conversation_id, message_id, records))
-        refusal = await self.learn_from(user_id, turn, request.message, reply, conversation_id)
+        learning = time.perf_counter()
+        with rec.span(StepKind.LEARNING, "learning") as data:
+            refusal = await self.learn_from(user_id, turn, request.message, reply, conversation_id)
+            data.update(learned=turn.learned, refused=refusal, allowed=turn.learn)
+        rec.time("learning_ms", learning)
+        defence = _defence_summary(guard, refusal)
+        if rec.on:
+            if loop_result is not None:
+                rec.tool_records(loop_result.records)
+            self.save_explanation(user_id, rec, message_id, conversation_id, created_at, finished, defence, guard)
+        if load is not None and self.load_signal is not None:
+            try:
+                self.load_signal(str(user_id), load, message_id)
+            except Exception:  # a signal never fails an answer
+                log.exception("the cognitive load signal failed")
         yield DoneEvent(
             finished.usage, message_id, conversation_id, finished.model, finished.finish_reason, created_at, runs,
-            _defence_summary(guard, refusal), turn.memories,
+            defence, turn.memories,
         )
 
     async def chat(self, user_id: UUID | str, request: ChatRequest) -> ChatReply:
@@ -365,6 +446,39 @@ class ChatService:
             defence=done.defence,
             memories=done.memories,
         )
+
+    def recorder(self) -> TurnRecorder:
+        """The recorder of a new turn: a real one while explanations are kept, else the null one."""
+        return TurnRecorder() if self.explanations is not None else NO_RECORDING
+
+    def estimate_load(self, user_id: UUID | str, request: ChatRequest,
+                      rec: TurnRecorder = NO_RECORDING) -> LoadEstimate | None:
+        """The user's cognitive load before this message is answered (None while off, or when the
+        estimate fails: the answer then keeps the configured prompt)."""
+        if self.cognitive is None:
+            return None
+        with rec.span(StepKind.COGNITIVE_LOAD, "cognitive load estimated") as data:
+            try:
+                estimate = self.cognitive.estimate(user_id, request.message, request.conversation_id)
+            except Exception:
+                log.exception("cognitive load not estimated")
+                return None
+            if rec.on:
+                data.update(estimate.as_dict())
+        return estimate
+
+    def save_explanation(self, user_id: UUID | str, rec: TurnRecorder, message_id: str, conversation_id: str,
+                         created_at: str, finished: Finished, defence: dict[str, Any], guard: PromptGuard) -> None:
+        """Store the turn's explanation; a failure is logged, never the answer's."""
+        try:
+            explanation = rec.finish(
+                message_id=message_id, conversation_id=conversation_id, created_at=created_at,
+                engine=self.settings.backend, model=finished.model, usage=finished.usage,
+                finish_reason=finished.finish_reason,
+                defence={**defence, "verdicts": [i.as_dict() for i in guard.seen]})
+            self.explanations.save(user_id, explanation)
+        except Exception:
+            log.exception("the explanation of message %s was not recorded", message_id)
 
     def account(self, options: GenerationOptions, start: float, finished: Finished | None, ok: bool,
                 user: str | None = None) -> None:
@@ -388,34 +502,85 @@ class ChatService:
         return PromptGuard(self.defence, str(user_id), self.neutralise, self.memory_verdicts)
 
     async def recall(self, user_id: UUID | str, message: str, *, use_memories: bool = True,
-                     learn: bool = True) -> TurnMemory:
+                     learn: bool = True, recorder: TurnRecorder = NO_RECORDING) -> TurnMemory:
         """The memory steps before the model runs (:mod:`assistant.chat.recall`): the turn's guard
         inspects ``message``; with memory on it is embedded once, and (with ``use_memories`` and
-        ``enable_rag``) the user's relevant memories and surfaced insights become the fenced memory
-        context. An unavailable embedder degrades the turn (no memories, nothing learned)."""
+        ``enable_rag``) the user's relevant memories (from the precache when it has them) and surfaced
+        insights become the fenced memory context. An unavailable embedder degrades the turn (no
+        memories, nothing learned). ``recorder`` notes each step (the explanation)."""
+        rec = recorder
         memory_on = self.memory is not None and self.memory_settings.enabled
         retrieve = memory_on and self.memory_settings.enable_rag and use_memories
         turn = TurnMemory(self.new_guard(user_id), learn=memory_on and self.memory_settings.enable_learning and learn)
         guard = turn.guard
-        await asyncio.to_thread(guard.inspect, message, Source.USER, "user message")
+        with rec.span(StepKind.DEFENCE, "user message inspected") as data:
+            verdict = await asyncio.to_thread(guard.inspect, message, Source.USER, "user message")
+            if rec.on:
+                data.update(verdict.as_dict())
         try:
             if retrieve or turn.learn:
-                turn.query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [message]))[0]
+                with rec.span(StepKind.EMBEDDING, "message embedded") as data:
+                    turn.query_vector = (await asyncio.to_thread(self.memory.embedder.embed, [message]))[0]
+                    data["dimensions"] = len(turn.query_vector)
             if retrieve:
-                context, used = await asyncio.to_thread(
-                    self.memory.retrieve_for_prompt, str(user_id), message, turn.query_vector
-                )
-                left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
-                context = await asyncio.to_thread(memory_block, guard, used) if context else ""
+                hit = None
+                if self.precache is not None:
+                    with rec.span(StepKind.PRECACHE, "precache lookup") as data:
+                        hit = await asyncio.to_thread(self.precache.lookup, str(user_id), message, turn.query_vector)
+                        data["hit"] = hit is not None
+                    rec.precache_hit = hit is not None
+                candidates: list | None = [] if rec.on and hit is None else None
+                with rec.span(StepKind.MEMORIES, "memories retrieved") as data:
+                    if hit is not None:
+                        context, used = hit
+                    elif candidates is not None:
+                        context, used = await asyncio.to_thread(
+                            partial(self.memory.retrieve_for_prompt, candidates=candidates),
+                            str(user_id), message, turn.query_vector)
+                    else:
+                        context, used = await asyncio.to_thread(
+                            self.memory.retrieve_for_prompt, str(user_id), message, turn.query_vector
+                        )
+                    left = CONTEXT_BUDGET_CHARS - max(0, len(context) - len(PREAMBLE) - 1)
+                    context = await asyncio.to_thread(memory_block, guard, used) if context else ""
+                    turn.memory_chars = len(context)
+                    if rec.on:
+                        data.update(self._retrieval_data(used, candidates, hit is not None, guard, len(context)))
                 if self.surfacing is not None:
-                    extra = await asyncio.to_thread(self.surfacing, str(user_id), message, turn.query_vector, left)
-                    extra = await asyncio.to_thread(insight_block, guard, extra) if extra else ""
+                    with rec.span(StepKind.INSIGHTS, "insights surfaced") as data:
+                        extra = await asyncio.to_thread(self.surfacing, str(user_id), message, turn.query_vector,
+                                                        left)
+                        lines = extra.split("\n")[1:] if extra else []
+                        extra = await asyncio.to_thread(insight_block, guard, extra) if extra else ""
+                        turn.insight_chars = len(extra)
+                        data.update(insights=[line for line in lines if line.strip()], chars=len(extra),
+                                    budget_left=left)
                     context = "\n\n".join(part for part in (context, extra) if part)
                 turn.context, turn.used = context, used
         except EmbedderUnavailable as exc:
             log.warning("chat without memories: %s", exc.message)
+            now = time.perf_counter()
+            rec.add(StepKind.EMBEDDING, "embedder unavailable: answered without memories", now, now,
+                    {"error": exc.message})
             turn.drop()
         return turn
+
+    def _retrieval_data(self, used: list, candidates: list | None, from_precache: bool, guard: PromptGuard,
+                        context_chars: int) -> dict[str, Any]:
+        """The memories step of the explanation: the settings that decided, then every memory in the
+        running with its scores, what became of it, and (injected ones) the defence's verdict."""
+        s, weights = self.memory_settings, self.memory.weights
+        pairs = candidates if candidates is not None else [(m, INJECTED) for m in used]
+        flagged = {i.ref: i.verdict.flagged for i in guard.seen if i.source is Source.MEMORY and i.ref}
+        entries = []
+        for scored, status in pairs:
+            entry = candidate(scored, status, weights)
+            if status == INJECTED:
+                entry["flagged"] = flagged.get(entry["id"], False)
+            entries.append(entry)
+        return {"threshold": s.rag_threshold, "threshold_mode": s.rag_threshold_mode, "rag_limit": s.rag_limit,
+                "budget_chars": CONTEXT_BUDGET_CHARS, "context_chars": context_chars, "precache": from_precache,
+                "candidates": entries}
 
     async def learn_from(self, user_id: UUID | str, turn: TurnMemory, message: str, reply: str,
                          conversation_id: str | None) -> str | None:
@@ -431,6 +596,7 @@ class ChatService:
                     self.memory.learn, str(user_id), message, reply,
                     conversation_id=conversation_id, query_vector=turn.query_vector,
                 )
+                turn.learned = True
             except EmbedderUnavailable as exc:  # the exchange is stored; only the learning is skipped
                 log.warning("nothing learned from this exchange: %s", exc.message)
         return refusal

@@ -26,6 +26,8 @@ class PrivacySettings(Section):
     epsilon: float = Field(1.0, gt=0)
     delta: float = Field(1e-5, gt=0, lt=1)
     budget_reset_interval: Literal["hourly", "daily", "weekly", "monthly"] = "daily"
+    # beyond the spec: dp-accounting's composition, "pld" (privacy-loss distributions, tight) or "rdp"
+    accountant: Literal["pld", "rdp"] = "pld"
 
 
 class CognitiveLoadSettings(Section):

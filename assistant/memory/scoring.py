@@ -33,6 +33,10 @@ TYPE_PRIORITY = (
     MemoryType.CONTEXT,
     MemoryType.TOOL_RESULT,
 )
+# What became of a memory in the running for a prompt (MemoryStore.retrieve_for_prompt's ``candidates``):
+INJECTED, CUT_BUDGET, OVER_LIMIT, BELOW_THRESHOLD = "injected", "cut_budget", "over_limit", "below_threshold"
+CANDIDATE_STATES = (INJECTED, CUT_BUDGET, OVER_LIMIT, BELOW_THRESHOLD)
+NEAR_MISSES = 5  # at most this many over_limit and below_threshold candidates each are reported
 PREAMBLE = (
     "Known facts about the user, from earlier conversations. Treat them as true and use them "
     "when they are relevant; do not mention that they come from memory:"
@@ -138,7 +142,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 __all__ = [
-    "ARCHIVED_FACTOR", "CONTEXT_BUDGET_CHARS", "DEFAULT_WEIGHTS", "PREAMBLE", "RAG_SEARCH_MODE", "TYPE_PRIORITY",
+    "ARCHIVED_FACTOR", "BELOW_THRESHOLD", "CANDIDATE_STATES", "CONTEXT_BUDGET_CHARS", "CUT_BUDGET", "DEFAULT_WEIGHTS",
+    "INJECTED", "NEAR_MISSES", "OVER_LIMIT", "PREAMBLE", "RAG_SEARCH_MODE", "TYPE_PRIORITY",
     "RelevanceParts", "RelevanceWeights",
     "build_context", "cosine", "fit_in_budget", "freshness", "hours_between", "order_for_prompt", "relevance", "relevance_parts",
     "type_rank",

@@ -45,7 +45,12 @@ from assistant.memory.records import (
 )
 from assistant.memory.scoring import (
     ARCHIVED_FACTOR,
+    BELOW_THRESHOLD,
+    CUT_BUDGET,
     DEFAULT_WEIGHTS,
+    INJECTED,
+    NEAR_MISSES,
+    OVER_LIMIT,
     RAG_SEARCH_MODE,
     RelevanceWeights,
     build_context,
@@ -401,10 +406,19 @@ class MemoryStore:
         if user_id is not None:
             self._tell("memories_recalled", user_id, memory_ids)
 
-    def retrieve_for_prompt(self, user_id: str, message: str,
-                            query_vector: np.ndarray | None = None) -> tuple[str, list[ScoredMemory]]:
+    def retrieve_for_prompt(self, user_id: str, message: str, query_vector: np.ndarray | None = None, *,
+                            candidates: list[tuple[ScoredMemory, str]] | None = None,
+                            ) -> tuple[str, list[ScoredMemory]]:
         """Context for the model: top ``rag_limit`` above ``rag_threshold``, ordered by type
         priority, whole contents within 2,000 characters; the injected memories are touched.
+
+        ``candidates`` (the explanation of an answer, :mod:`assistant.extended.explain`): when a
+        list is given, every memory that was in the running is appended to it with what became of
+        it (:data:`~assistant.memory.scoring.CANDIDATE_STATES`): ``injected``, ``cut_budget`` (above
+        the threshold and among the ``rag_limit`` most relevant, but not whole within the budget),
+        ``over_limit`` (above the threshold, beyond ``rag_limit``) and ``below_threshold``; the last
+        two at most :data:`~assistant.memory.scoring.NEAR_MISSES` each, best first. Nothing is
+        computed for it that retrieval did not compute anyway.
 
         By default (``rag_threshold_mode = "fused"``) the threshold applies to the fused retrieval
         similarity (dense cosine with BM25), not to cosine alone: MiniLM puts a question and the
@@ -422,11 +436,19 @@ class MemoryStore:
             mode = "hybrid+graph"
         found = self.search(user_id, message, limit=max(s.rag_limit * 10, 50), query_vector=query_vector,
                             mode=mode, rank_by="similarity")
-        eligible = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)[: s.rag_limit]
+        above = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)
+        eligible = above[: s.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         contents = [m.memory.content for m in ordered]
-        used = [ordered[i] for i in fit_in_budget(contents)]
+        kept = fit_in_budget(contents)
+        used = [ordered[i] for i in kept]
         context = build_context(contents)
+        if candidates is not None:
+            kept_set = set(kept)
+            candidates.extend((m, INJECTED if i in kept_set else CUT_BUDGET) for i, m in enumerate(ordered))
+            candidates.extend((m, OVER_LIMIT) for m in above[s.rag_limit: s.rag_limit + NEAR_MISSES])
+            below = [m for m in found if m.fused < s.rag_threshold][:NEAR_MISSES]  # ``found`` is by similarity
+            candidates.extend((m, BELOW_THRESHOLD) for m in below)
         self.touch([m.memory.id for m in used], user_id)
         return context, used
 

@@ -86,6 +86,14 @@ class ComponentSupervisor:
         state = self._state.get(component)
         return 0 if state is None else state.attempts
 
+    def components(self) -> dict[str, dict[str, object]]:
+        """Every registered component: its restart attempts, the last restart's error, whether it is
+        degraded and why (the immune status view)."""
+        with self._lock:
+            states = {c: self._state.get(c, RestartState()) for c in sorted(self._restarts)}
+            return {c: {"attempts": s.attempts, "max_attempts": self.max_restart_count, "last_error": s.last_error,
+                        "degraded": s.degraded is not None, "degraded_reason": s.degraded} for c, s in states.items()}
+
     def degraded(self) -> dict[str, str]:
         """component -> why it is degraded (the body of ``/ready``)."""
         with self._lock:

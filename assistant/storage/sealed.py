@@ -71,7 +71,9 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("dream_journal", ("details_sealed", "before_sealed", "after_sealed")),
     SealedTable("dream_insights", ("title_sealed", "content_sealed")),
     SealedTable("sanitation_results", ("body_sealed",)),
+    SealedTable("red_team_runs", ("body_sealed",)),  # the red team's reports (model answers)
     SealedTable("memory_purges", ("quarantine_reason",), row_id="memory_id"),
+    SealedTable("explanations", ("body_sealed",), row_id="message_id"),
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

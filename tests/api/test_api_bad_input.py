@@ -50,6 +50,7 @@ def app_client(make_settings: Callable[..., Settings], make_services: Callable[.
         commands={"seed_defaults": False},
         voice={},
         messenger={"enabled": True, "verify_token": "v", "app_secret": "s", "signature_required": False},
+        red_team={"enabled": True},  # off, its run would be 503 before the body is read (as documented)
     ))
     yield make_client(services), {"Authorization": f"Bearer {admin_key(services)}"}
 

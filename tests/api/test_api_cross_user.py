@@ -6,7 +6,8 @@ request with A's id. The owner rules (docs/security.md) say what must come back:
 
 - user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
   profiles, tool runs, knowledge-graph nodes, dream sessions and insights, quarantined memories, sanitation
-  results and defence patterns, catalog executions and approvals):
+  results and defence patterns, privacy-budget charges, precache predictions, red-team runs and reports, catalog
+  executions and approvals):
   B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
 - catalog entries are shared: everyone lists and executes them, only an admin creates or deletes them
@@ -209,10 +210,57 @@ def make_sanitation_session(w: World) -> str:
     return session
 
 
+PRIVACY = "/api/v1/privacy"
+
+
+def make_privacy_charge(w: World) -> str:
+    """A charge to A's privacy budget (an aggregate query over A's memories): its ledger entry's id."""
+    make_memory(w)
+    return w.ok("a", "GET", f"{PRIVACY}/memory-stats?epsilon=0.1")["charge"]["id"]
+
+
+EXPLAIN = "/api/chat/{id}/explain"
+
+
+def make_answer(w: World) -> str:
+    """An answer to A (its explanation recorded): its message id."""
+    return w.ok("a", "POST", "/v1/chat", {"message": f"Remember {MARK}"})["id"]
+
+
+PRE = "/api/v1/precache"
+
+
+def make_precache(w: World) -> str:
+    """A query A asks at this time of day on 8 of 10 days, precached for A: its prediction's id."""
+    from datetime import UTC, datetime
+
+    from tests.assistant.extended.precache_support import FakeThermal, seed_days
+
+    assert w.services.precache is not None
+    w.services.precache.thermal = FakeThermal(40.0)
+    seed_days(w.services, w.a_user, f"Where is my {MARK} parcel?", 8, datetime.now(UTC), hour=None)
+    (predicted,) = w.ok("a", "POST", f"{PRE}/refresh")["predictions"]
+    return predicted["id"]
+
+
+RT = "/api/red-team"
+
+
+def make_red_team_run(w: World) -> str:
+    """A red-team run of A's (the detector alone: no engine needed), finished: its id."""
+    run_id = w.ok("a", "POST", f"{RT}/run", {"max_attacks": 6, "seed": 3, "chat": False})["run_id"]
+    assert w.wait("a", f"{RT}/runs/{run_id}", lambda r: r["status"] != "running")["status"] == "completed"
+    return run_id
+
+
 MAKE: dict[str, Callable[[World], str]] = {
     "dream_session": make_dream_session, "insight": make_insight, "dream_user": make_dream_user,
     "quarantined": make_quarantined, "pattern": make_pattern, "sanitation_session": make_sanitation_session,
     "node": make_node,
+    "red_team_run": make_red_team_run,
+    "precache": make_precache,
+    "answer": make_answer,
+    "privacy_charge": make_privacy_charge,
     "memory": make_memory, "conversation": make_conversation, "snippet": make_snippet, "profile": make_profile,
     "task": make_task, "room": make_room, "speaker": make_speaker, "tool_run": make_tool_run,
     "catalog_entry": make_catalog_entry, "execution": make_execution, "approval": make_approval,
@@ -261,6 +309,17 @@ def intact(w: World, resource: str, ident: str) -> None:
             assert [p["id"] for p in w.ok("a", "GET", f"{SAN}/defense-patterns")["patterns"]] == [ident]
         case "sanitation_session":
             assert w.ok("a", "GET", f"{SAN}/results/{ident}")["results"][0]["quarantined"][0]["reason"] == MARK
+        case "privacy_charge":
+            assert [e["id"] for e in w.ok("a", "GET", f"{PRIVACY}/budget")["ledger"]] == [ident]
+        case "answer":
+            found = w.ok("a", "GET", EXPLAIN.replace("{id}", ident))
+            assert found["message_id"] == ident and found["steps"]
+        case "precache":
+            (predicted,) = w.ok("a", "GET", f"{PRE}/status")["predictions"]
+            assert (predicted["id"], predicted["fresh"]) == (ident, True) and MARK in predicted["query"]
+        case "red_team_run":
+            assert w.ok("a", "GET", f"{RT}/report")["id"] == ident
+            assert w.ok("a", "GET", "/api/v1/immune/status")["red_team"]["latest"]["run_id"] == ident
         case "node":
             node = w.ok("a", "GET", f"{K}/nodes/{ident}")
             assert node["name"] == NODE and [s["summary"] for s in node["sources"]] == [MARK]
@@ -292,6 +351,16 @@ def rows(resource: str, *items: tuple) -> list[Row]:
 
 M, S, P, T, R = "/v1/memories", "/v1/snippets", "/v1/agent-profiles", "/v1/agentic/tasks", "/v1/voice/rooms"
 TABLE: list[Row] = [
+    # explanations: an answer's provenance is its user's alone; the cognitive load reads the caller's activity
+    *rows("answer", ("b", "GET", EXPLAIN), ("admin", "GET", EXPLAIN), ("b", "GET", "/api/v1/cognitive-load", None, 200),
+          ("admin", "GET", "/api/v1/cognitive-load", None, 200)),
+    # precache prediction: each key sees and refreshes its own user's predicted queries only
+    *rows("precache", ("b", "GET", f"{PRE}/status", None, 200), ("admin", "GET", f"{PRE}/status", None, 200),
+          ("b", "POST", f"{PRE}/refresh", None, 200), ("admin", "POST", f"{PRE}/refresh", {}, 200)),
+    # the privacy budget: each key sees and spends its own user's budget only
+    *rows("privacy_charge", ("b", "GET", f"{PRIVACY}/budget", None, 200), ("admin", "GET", f"{PRIVACY}/budget", None, 200),
+          ("b", "GET", f"{PRIVACY}/memory-stats?epsilon=0.1", None, 200),
+          ("b", "GET", f"{PRIVACY}/quality?epsilon=0.1", None, 200)),
     # dream mode: the admin key is the installation owner's, another user as far as A's dream goes
     *rows("dream_session", ("b", "GET", f"{D}/sessions/{{id}}"), ("b", "GET", f"{D}/sessions/{{id}}/journal"),
           ("admin", "GET", f"{D}/sessions/{{id}}"), ("admin", "GET", f"{D}/sessions/{{id}}/journal?phase=nrem"),
@@ -313,6 +382,10 @@ TABLE: list[Row] = [
           ("admin", "DELETE", f"{SAN}/defense-patterns/{{id}}"), ("b", "GET", f"{SAN}/defense-patterns", None, 200)),
     *rows("sanitation_session", ("b", "GET", f"{SAN}/results/{{id}}"), ("admin", "GET", f"{SAN}/results/{{id}}"),
           ("b", "GET", f"{SAN}/results", None, 200), ("b", "GET", f"{SAN}/latest")),
+    # red team: a run and its report are A's alone (the admin key is another user here too)
+    *rows("red_team_run", ("b", "GET", f"{RT}/runs/{{id}}"), ("admin", "GET", f"{RT}/runs/{{id}}?attacks=true"),
+          ("b", "GET", f"{RT}/report"), ("admin", "GET", f"{RT}/report?attacks=true"),
+          ("b", "GET", "/api/v1/immune/status", None, 200)),
     # the admin key is the installation owner's: another user, as far as A's graph goes
     *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
           ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),
@@ -368,7 +441,8 @@ def fill(value: Any, ident: str) -> Any:
 
 @pytest.fixture
 def world(make_settings, make_services, make_client, model) -> World:
-    services = make_services(make_settings(voice={"rooms": {"default_volume": 80}}), model)
+    services = make_services(make_settings(voice={"rooms": {"default_volume": 80}}, cognitive_load={"enabled": True},
+                                           red_team={"enabled": True}), model)
     assert services.voice is not None
     services.voice.speakers = SpeakerRegistry(SpeakerStore(services.db, services.sealer),
                                               services.settings.voice.speaker_id, FakeSpeakerEmbedder())

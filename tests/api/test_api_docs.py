@@ -14,16 +14,24 @@ from api.routes import (
     approvals,
     catalog,
     chat,
+    cognitive,
     commands,
     dream,
+    explain,
     health,
+    immune,
     knowledge,
     memories,
     metrics,
     openai_compat,
+    precache,
+    privacy,
     quarantine,
+    red_team,
     sanitation,
+    signals,
     snippets,
+    sovereignty,
     system,
     tools,
     voice,
@@ -67,7 +75,8 @@ def test_openapi_includes_every_route(spec: dict) -> None:
         r.path
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
                        agent_profiles, agentic, webhooks, voice, knowledge, dream, quarantine, sanitation,
-                       openai_compat)
+                       openai_compat, precache, explain, cognitive, privacy, sovereignty, red_team, immune,
+                       signals)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

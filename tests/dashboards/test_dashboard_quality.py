@@ -143,3 +143,51 @@ def test_pure_helpers_without_data() -> None:
     markdown = quality_markdown({**quality(0.5, Trend.DEGRADING).as_dict(), "regression": True,
                                  "recommendations": ["<script>"]})
     assert "regression" in markdown and "<script>" not in markdown and "&lt;script&gt;" in markdown
+
+
+@pytest.fixture
+def red_services(make_settings, make_services) -> Services:
+    return make_services(make_settings(red_team={"enabled": True}))
+
+
+def test_immune_status_and_red_team_report_join_the_view(red_services, make_client) -> None:
+    """A defence-only red-team run (the real detector, no engine): the view's immune table, per-family bars
+    and bypasses come from it, and the HTTP client answers what the local one does."""
+    services = red_services
+    user = owner(services)
+    local = LocalQualityClient(services.sanitation, user, services.immune, services.red_team)
+    with pytest.raises(QualityClientError) as none_yet:
+        local.red_team()
+    assert none_yet.value.status == 404
+    view = QualityView(local)
+    assert "no red-team run" in view.red_team_note.object
+    assert view.red_team_plot.object.layout.title.text == "No red-team run yet"
+    report = services.red_team.run(user, max_attacks=12, seed=7, chat=False)
+    view.refresh()
+    figure = view.red_team_plot.object
+    assert f"{report.defense_score:.1f}" in figure.layout.title.text
+    assert sorted(figure.data[0].x) == sorted(report.families)
+    assert len(view.bypasses_table.value) == len(report.bypasses)
+    parts = list(view.immune_table.value["part"])
+    assert "defence: static" in parts and "red team" in parts and "quarantine" in parts
+    red_row = view.immune_table.value[view.immune_table.value["part"] == "red team"].iloc[0]
+    assert str(report.defense_score) in red_row["detail"]
+    key, _ = services.keys.create("dashboard")
+    client = make_client(services)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        answer = client.request(request.method, request.url.path, params=request.url.params,
+                                content=request.content, headers=dict(request.headers))
+        return httpx.Response(answer.status_code, content=answer.content, headers=answer.headers)
+
+    http = HttpQualityClient("http://api.test", key, transport=httpx.MockTransport(handle))
+    assert http.red_team()["defense_score"] == local.red_team()["defense_score"]
+    assert http.red_team()["families"] == local.red_team()["families"]
+    assert [layer["name"] for layer in http.immune()["defence"]["layers"]] == \
+        [layer["name"] for layer in local.immune()["defence"]["layers"]]
+
+
+def test_red_team_off_is_said_not_failed(services) -> None:
+    view = QualityView(LocalQualityClient(services.sanitation, owner(services)))
+    assert "red_team.enabled" in view.red_team_note.object
+    assert list(view.immune_table.value["state"]) == ["unavailable"]

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 
 # Registration order is application order: the modules are imported oldest first. A new migration goes
 # at the end of the newest module (start a new module when that one nears 500 lines).
-from assistant.storage.migrations import m001_m012, m013_on  # noqa: F401 - registers the migrations
-from assistant.storage.migrations import (  # noqa: F401 - extended features, one module each, in this order
-    m023_explanations,
+from assistant.storage.migrations import (  # noqa: F401 - registers the migrations, in this order
+    m001_m012,
+    m013_on,
+    m023_explanations,  # the extended features, one module each
     m024_privacy_ledger,
     m025_red_team,
     m026_precache,

@@ -232,6 +232,41 @@ def _sanitation(s: Stores, user: str, text: str) -> str:
     return result.id
 
 
+def _explanation(s: Stores, user: str, text: str) -> str:
+    """An answer's explanation (assistant/extended/explain_store.py), its summary holding ``text``."""
+    from assistant.extended.explain import Explanation
+    from assistant.extended.explain_store import ExplanationStore
+
+    conversation, message, created = s.conversations.record_exchange(
+        user_id=user, conversation_id=None, user_message="q", reply="a", model="m", prompt_tokens=1,
+        completion_tokens=1)
+    ExplanationStore(s.db, s.sealer).save(user, Explanation(message, conversation, created, "e", "m", {}, {}, (),
+                                                            (text,)))
+    return message
+
+
+def _explanation_read(s: Stores, user: str, row_id: str) -> str:
+    from assistant.extended.explain_store import ExplanationStore
+
+    return str(ExplanationStore(s.db, s.sealer).get(user, row_id).summary)
+
+
+def _red_team(s: Stores, user: str, text: str) -> str:
+    """A red-team report (assistant/extended/red_team_report.py) whose note holds ``text``."""
+    from assistant.extended.red_team_report import RedTeamReport, RedTeamStore
+
+    report = RedTeamReport(id=str(uuid4()), user_id=user, status="completed", mode="defence", seed=1, requested=1,
+                           requested_families=[], started_at="2026-11-25T10:00:00Z", notes=[text])
+    RedTeamStore(s.db, s.sealer).save(report)
+    return report.id
+
+
+def _red_team_read(s: Stores, user: str, row_id: str) -> str:
+    from assistant.extended.red_team_report import RedTeamStore
+
+    return str(RedTeamStore(s.db, s.sealer).get(user, row_id).notes)
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -280,6 +315,8 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
         lambda s, u, r: str(s.memory.get(u, r).quarantine_reason)),
     ("memory_purges", "quarantine_reason"): (_purge, lambda s, u, r: str(s.sanitation.purged(u, r)["quarantine_reason"])),
     ("sanitation_results", "body_sealed"): (_sanitation, lambda s, u, r: str(s.sanitation.result(u, r).error)),
+    ("red_team_runs", "body_sealed"): (_red_team, _red_team_read),
+    ("explanations", "body_sealed"): (_explanation, _explanation_read),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,
