@@ -121,12 +121,15 @@ class ConversationStore:
         prompt_tokens: int,
         completion_tokens: int,
         reply_id: str | None = None,
+        at: str | None = None,
     ) -> tuple[str, str, str]:
         """Store one user message and its reply atomically (creating the conversation if new).
+        ``at`` (an ISO 8601 UTC time, as :func:`assistant.clock.iso` writes it) stores an exchange that
+        happened earlier (a history imported, the precache notebook's); by default now.
 
         Returns ``(conversation_id, reply_id, reply_created_at)``.
         """
-        now = iso()
+        now = at or iso()
         reply_id = reply_id or str(uuid4())
         with self.db.transaction() as db:
             owner = None if conversation_id is None else db.scalar(

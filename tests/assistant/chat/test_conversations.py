@@ -101,3 +101,12 @@ def test_a_note_is_appended_to_the_owners_conversation_and_reaches_the_model_as_
     history = store.history(conversation_id, 10)
     assert [m.role for m in history] == ["user", "assistant", "user"]  # no tool message without its call
     assert history[-1].content.startswith("[approval 1]")
+
+
+def test_an_earlier_exchange_keeps_its_time(store: ConversationStore) -> None:
+    user = uuid4()
+    conversation_id, _, created_at = store.record_exchange(
+        user_id=user, conversation_id=None, user_message="Weather in Berlin?", reply="Overcast.", model="m",
+        prompt_tokens=1, completion_tokens=1, at="2026-03-01T08:05:00.000Z")
+    assert created_at == "2026-03-01T08:05:00.000Z"
+    assert [m.created_at for m in store.messages(conversation_id)] == ["2026-03-01T08:05:00.000Z"] * 2
