@@ -26,8 +26,14 @@ DISTINCTIVE = (
     "send", "forward", "upload", "exfiltrat", "password", "credential", "token", "address", "link",
     "quietly", "secretly", "without telling", "do not tell", "assistant", "model",
     "only job", "new task", "from now on", "instead", "no guidelines", "removed",
+    # how injections declare the standing instructions void or replaced (garak's promptinject and
+    # promptfoo's override strategies phrase it these ways), beyond the verbs above
+    "outdated", "supersed", "replac", "revok", "cancel", "invalid", "expired", "deprecat", "updat",
+    "never mind", "scratch that", "no longer apply", "do not apply", "what you were told", "real task",
+    "actual task", "true purpose", "from this point", "henceforth", "unrestricted", "jailbr", "uncensor",
+    "tell the user", "reply with only", "respond with only", "output only", "say only",
 )
-MAX_WORDS = 6
+MAX_WORDS = 3  # the first three of a run: longer patterns named the attack's goal too, so they caught only it
 MIN_WORDS = 3
 GAP_CHARS = 40
 GAP = r"[^\n]{0,%d}" % GAP_CHARS
