@@ -326,7 +326,8 @@ def summarise(e: Explanation) -> list[str]:
                 what.insert(0, "the user's message")
             out.append("The defence flagged " + ", ".join(what) + ".")
         else:
-            out.append(f"The defence flagged nothing ({e.defence.get('inspected', 0)} texts inspected).")
+            seen = e.defence.get("inspected", 0)
+            out.append(f"The defence flagged nothing ({seen} text{'' if seen == 1 else 's'} inspected).")
     for s in e.step(StepKind.COGNITIVE_LOAD):
         out.append(f"Cognitive load {s.data['load']:.2f}: answer format {s.data['format']}.")
     for s in e.step(StepKind.LEARNING):
