@@ -431,6 +431,11 @@ class Precache:
                           misfire_grace_time=int(self.ttl_secs))
 
     def close(self) -> None:
+        """Wait for the background work and write the statistics; a second call does nothing (Services.close
+        may run twice: a test's and its fixture's)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.settle(5.0)
         self._publisher.shutdown(wait=True)
         try:
