@@ -74,6 +74,7 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("red_team_runs", ("body_sealed",)),  # the red team's reports (model answers)
     SealedTable("memory_purges", ("quarantine_reason",), row_id="memory_id"),
     SealedTable("explanations", ("body_sealed",), row_id="message_id"),
+    SealedTable("precache_predictions", ("query_sealed",)),  # the wording of a predicted query
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

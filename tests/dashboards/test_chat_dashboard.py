@@ -111,12 +111,12 @@ def test_the_explain_link_only_when_the_route_exists(client, api_key) -> None:  
     assert explain_template({"/api/chat/{conversation_id}/explain": {"get": {}}}) == (
         "/api/chat/{conversation_id}/explain", "conversation_id")
     done = {"conversation_id": "c1", "message_id": "m1"}
-    today = HttpChatClient("http://api.test", api_key, transport=transport(client))
-    assert today.explain_url(done) is None  # the API has no such route yet
-    later = HttpChatClient("http://api.test", api_key, transport=transport(client, {"paths": {
-        "/api/chat/{message_id}/explain": {"get": {}}}}))
-    assert later.explain_url(done) == "http://api.test/api/chat/m1/explain"
-    assert later.explain_url({"conversation_id": "c2", "message_id": "m2"}) == "http://api.test/api/chat/m2/explain"
+    served = HttpChatClient("http://api.test", api_key, transport=transport(client))
+    assert served.explain_url(done) == "http://api.test/api/chat/m1/explain"  # the API serves the route
+    assert served.explain_url({"conversation_id": "c2", "message_id": "m2"}) == "http://api.test/api/chat/m2/explain"
+    older = HttpChatClient("http://api.test", api_key, transport=transport(client, {"paths": {
+        "/v1/chat": {"post": {}}}}))
+    assert older.explain_url(done) is None  # a server without the route: no link
     assert LocalChatClient(None, "u").explain_url(done) is None  # type: ignore[arg-type]
 
 

@@ -54,7 +54,7 @@ def test_the_chat_page_streams_an_answer_with_its_memories(tmp_path: Path, small
             answer = page.locator(".chat-answer .answer-text").first.inner_text()
             assert answer.strip() and "no answer" not in answer
             assert "tokens" in page.locator(".chat-footer p").first.inner_text()
-            assert page.get_by_text("Why this answer").count() == 0  # no explain route in the API yet
+            assert page.get_by_text("Why this answer").count() == 1  # the answer's explanation, /api/chat/{id}/explain
             conversation = page.locator(".chat-conversation p").inner_text()
             assert "Conversation" in conversation
 

@@ -267,6 +267,24 @@ def _red_team_read(s: Stores, user: str, row_id: str) -> str:
     return str(RedTeamStore(s.db, s.sealer).get(user, row_id).notes)
 
 
+def _prediction(s: Stores, user: str, text: str) -> str:
+    """A predicted query of the precache (assistant/extended/precache_stats.py), worded ``text``."""
+    from assistant.extended.precache_predict import HOUR_OF_DAY, Prediction, Slot
+    from assistant.extended.precache_stats import PrecacheStats
+
+    stats = PrecacheStats(s.db, s.sealer)
+    stats.record_predictions([Prediction(user, text.lower(), text, 0.8, Slot(HOUR_OF_DAY, 8), 8, 10,
+                                         datetime.now(UTC))], {}, {})
+    return s.db.one("SELECT id FROM precache_predictions WHERE user_id = ? AND query_hash = ?",
+                    (user, stats.query_hash(user, text.lower())))["id"]
+
+
+def _prediction_read(s: Stores, user: str, row_id: str) -> str:
+    from assistant.extended.precache_stats import PrecacheStats
+
+    return next(r.query for r in PrecacheStats(s.db, s.sealer).history(user) if r.id == row_id)
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -317,6 +335,7 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
     ("sanitation_results", "body_sealed"): (_sanitation, lambda s, u, r: str(s.sanitation.result(u, r).error)),
     ("red_team_runs", "body_sealed"): (_red_team, _red_team_read),
     ("explanations", "body_sealed"): (_explanation, _explanation_read),
+    ("precache_predictions", "query_sealed"): (_prediction, _prediction_read),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,
