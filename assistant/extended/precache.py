@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("assistant.precache")
 
 PRECACHE_JOB = "precache-refresh"
+FIRST_REFRESH_SECS = 60.0  # the first scheduled refresh, after start (Precache.schedule)
 HIT_COSINE = 0.95
 MAX_VECTORS = 20_000  # wordings whose embeddings are kept between refreshes (in memory)
 
@@ -422,12 +423,15 @@ class Precache:
             log.exception("precache: the scheduled refresh failed")
 
     def schedule(self, scheduler: BackgroundScheduler) -> None:
-        """Refresh every ``check_interval_minutes`` on ``scheduler`` (the first one now)."""
+        """Refresh every ``check_interval_minutes`` on ``scheduler``, the first one :data:`FIRST_REFRESH_SECS`
+        after start: a starting server's CPU goes to loading the model and answering its first requests
+        (a refresh at start, loading MiniLM beside them, delayed answers on a busy 2-core machine by seconds)."""
         from apscheduler.triggers.interval import IntervalTrigger
 
         self.scheduler = scheduler
         scheduler.add_job(self._scheduled, IntervalTrigger(minutes=self.settings.check_interval_minutes),
-                          id=PRECACHE_JOB, next_run_time=datetime.now(UTC), coalesce=True, max_instances=1,
+                          id=PRECACHE_JOB, next_run_time=datetime.now(UTC) + timedelta(seconds=FIRST_REFRESH_SECS),
+                          coalesce=True, max_instances=1,
                           misfire_grace_time=int(self.ttl_secs))
 
     def close(self) -> None:

@@ -99,7 +99,8 @@ def test_http_lists_tools_stores_and_finds_a_memory(tmp_path: Path, mode: str) -
     with live:
         url = f"{live.base_url}/mcp"
         unauthenticated = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                     headers={"Accept": "application/json, text/event-stream"})
+                                     headers={"Accept": "application/json, text/event-stream"},
+                                     timeout=120)  # httpx's 5 s default is not a latency bound: CI is shared
         assert unauthenticated.status_code == 401
         assert unauthenticated.json()["error"]["code"] == "UNAUTHORIZED"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -263,6 +263,7 @@ def test_the_refresh_runs_every_check_interval(world: dict[str, Any]) -> None:
     precache.schedule(scheduler)
     job = scheduler.get_job(PRECACHE_JOB)
     assert job.trigger.interval == timedelta(minutes=15)
+    assert job.next_run_time > datetime.now(UTC) + timedelta(seconds=30)  # not at start: a minute after
     assert precache.status(USER)["next_refresh_at"] is not None
 
 
