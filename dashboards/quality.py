@@ -235,6 +235,8 @@ class QualityView(pn.viewable.Viewer):
             self.red_team_note.object = f"**Reading the red-team report failed:** {html.escape(str(exc))}"
         self.red_team_plot.object = red_team_figure(report)
         self.bypasses_table.value = bypasses_frame(report)
+        self.red_team_plot.visible = report is not None  # no empty axes while there is nothing to plot
+        self.bypasses_table.visible = bool(report and report.get("bypasses"))
 
     def read_quality(self) -> None:
         try:

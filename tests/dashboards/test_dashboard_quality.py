@@ -162,12 +162,13 @@ def test_immune_status_and_red_team_report_join_the_view(red_services, make_clie
     view = QualityView(local)
     assert "no red-team run" in view.red_team_note.object
     assert view.red_team_plot.object.layout.title.text == "No red-team run yet"
+    assert not view.red_team_plot.visible and not view.bypasses_table.visible
     report = services.red_team.run(user, max_attacks=12, seed=7, chat=False)
     view.refresh()
     figure = view.red_team_plot.object
     assert f"{report.defense_score:.1f}" in figure.layout.title.text
     assert sorted(figure.data[0].x) == sorted(report.families)
-    assert len(view.bypasses_table.value) == len(report.bypasses)
+    assert len(view.bypasses_table.value) == len(report.bypasses) and view.red_team_plot.visible
     parts = list(view.immune_table.value["part"])
     assert "defence: static" in parts and "red team" in parts and "quarantine" in parts
     red_row = view.immune_table.value[view.immune_table.value["part"] == "red team"].iloc[0]
