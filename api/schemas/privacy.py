@@ -63,22 +63,27 @@ class TypeCountOut(BaseModel):
     noisy_count: float = Field(description="The noisy count itself (unbiased; may be negative).")
 
 
-class MemoryStatsOut(BaseModel):
+class LaplaceReleaseOut(BaseModel):
+    """What every noised release carries besides its figures: the mechanism, its calibration and the charge."""
+
+    epsilon: float = Field(description="The epsilon the Laplace scale is calibrated to: the requested one rounded "
+                                       "down to two significant digits.")
+    mechanism: str = Field(description="`laplace`.")
+    noise_scale: float = Field(description="The Laplace scale, sensitivity / epsilon.")
+    charge: ChargeOut = Field(description="The ledger entry of this release and the budget after it.")
+
+
+class MemoryStatsOut(LaplaceReleaseOut):
     by_type: list[TypeCountOut] = Field(description="Noisy counts of the caller's memories per type.")
     total: int = Field(ge=0, description="The sum of the rounded counts.")
     mean_importance: float = Field(ge=0, le=1, description="Noisy sum of importances (each clipped to 0..1) over "
                                                             "the noisy total, clipped to 0..1.")
-    epsilon: float = Field(description="The epsilon the Laplace scale is calibrated to: the requested one rounded "
-                                       "down to two significant digits.")
-    mechanism: str = Field(description="`laplace`.")
     sensitivity: float = Field(description="The L1 sensitivity of the released vector: 2 (one memory changes one "
                                            "count by 1 and the importance sum by at most 1).")
-    noise_scale: float = Field(description="The Laplace scale, sensitivity / epsilon.")
     privacy_unit: str = Field(description="What the guarantee protects: `one memory`.")
-    charge: ChargeOut = Field(description="The ledger entry of this release and the budget after it.")
 
 
-class QualityReleaseOut(BaseModel):
+class QualityReleaseOut(LaplaceReleaseOut):
     re_ask_rate: float = Field(ge=0, le=1, description="Noisy mean over conversations of their re-ask rate.")
     correction_rate: float = Field(ge=0, le=1, description="Noisy mean over conversations of their correction rate.")
     abandonment_rate: float = Field(ge=0, le=1, description="Noisy share of abandoned conversations.")
@@ -88,10 +93,5 @@ class QualityReleaseOut(BaseModel):
     window_start: str | None = Field(description="The window's start: the caller's last completed sanitation run "
                                                  "(null before the first: every conversation).")
     window_end: str = Field(description="The window's end (now).")
-    epsilon: float = Field(description="The epsilon the Laplace scale is calibrated to: the requested one rounded "
-                                       "down to two significant digits.")
-    mechanism: str = Field(description="`laplace`.")
     sensitivity: float = Field(description="The L1 sensitivity of the released vector (n, three sums): 4.")
-    noise_scale: float = Field(description="The Laplace scale, sensitivity / epsilon.")
     privacy_unit: str = Field(description="What the guarantee protects: `one conversation`.")
-    charge: ChargeOut = Field(description="The ledger entry of this release and the budget after it.")
