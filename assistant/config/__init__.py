@@ -35,9 +35,12 @@ from assistant.config.core import (
 )
 from assistant.config.extended import (
     CognitiveLoadSettings,
+    DistillationSettings,
+    FederatedSettings,
     HomomorphicSettings,
     KnowledgeVisualizationSettings,
     LoraSettings,
+    MeshSettings,
     MessengerSettings,
     OptimizationSettings,
     PqcSettings,
@@ -96,12 +99,15 @@ __all__ = [
     "DreamSettings",
     "EmailSettings",
     "GpioSettings",
+    "DistillationSettings",
+    "FederatedSettings",
     "HomomorphicSettings",
     "InferenceSettings",
     "JournalSettings",
     "KnowledgeGraphSettings",
     "KnowledgeVisualizationSettings",
     "LoraSettings",
+    "MeshSettings",
     "MemorySettings",
     "MessengerSettings",
     "MqttSettings",
@@ -182,6 +188,9 @@ class Settings(BaseSettings):
     optimization: OptimizationSettings = Field(default_factory=OptimizationSettings)
     pqc: PqcSettings = Field(default_factory=PqcSettings)
     homomorphic: HomomorphicSettings = Field(default_factory=HomomorphicSettings)
+    distillation: DistillationSettings = Field(default_factory=DistillationSettings)  # beyond the spec
+    federated: FederatedSettings = Field(default_factory=FederatedSettings)  # beyond the spec
+    mesh: MeshSettings = Field(default_factory=MeshSettings)  # beyond the spec
 
     @classmethod
     def settings_customise_sources(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from assistant.config.base import Section
 
@@ -71,6 +71,26 @@ class LoraSettings(Section):
     learning_rate: float = Field(0.0001, gt=0)
     rank: int = Field(8, ge=1)
     min_samples: int = Field(50, ge=1)
+    # beyond the spec (assistant/learning/): training and evaluation knobs; see the training helper's fields
+
+
+class DistillationSettings(Section):
+    """Beyond the spec's limits: the teacher engine of distillation runs (assistant/learning/distill.py)."""
+
+    enabled: bool = False
+
+
+class FederatedSettings(Section):
+    """Beyond the spec's limits: the user's own instances that exchange adapter updates
+    (assistant/learning/federated*.py)."""
+
+    enabled: bool = False
+
+
+class MeshSettings(Section):
+    """Beyond the spec's limits: peer instances that chat requests may be forwarded to (assistant/mesh/)."""
+
+    enabled: bool = False
 
 
 class OptimizationSettings(Section):
@@ -79,11 +99,37 @@ class OptimizationSettings(Section):
     exploration_weight: float = Field(1.0, ge=0)
 
 
+# pqc and homomorphic are not implemented: enabling either refuses to start (a ConfigError naming the key
+# and why) rather than running without the protection the setting promises. Federated payloads are signed
+# (Ed25519) and sent over the transport the peer's URL names; their content is already clipped and noised
+# (differential privacy), so neither the key exchange nor the aggregation needs a secret the peer could read.
+PQC_REFUSAL = ("post-quantum key exchange is not implemented in this build: federated payloads are signed with "
+               "Ed25519 and carried by the peer URL's transport (use https with a post-quantum TLS terminator "
+               "if you need one); set pqc.enabled = false")
+HOMOMORPHIC_REFUSAL = ("homomorphic encryption is not implemented in this build: federated updates are clipped and "
+                       "noised (Gaussian mechanism, charged to the privacy budget) before they leave the instance, "
+                       "and averaged in the clear; set homomorphic.enabled = false")
+
+
 class PqcSettings(Section):
     enabled: bool = False
     hybrid_mode: bool = True
+
+    @field_validator("enabled")
+    @classmethod
+    def _refuse(cls, enabled: bool) -> bool:
+        if enabled:
+            raise ValueError(PQC_REFUSAL)
+        return enabled
 
 
 class HomomorphicSettings(Section):
     enabled: bool = False
     security_level: Literal[128, 192, 256] = 128
+
+    @field_validator("enabled")
+    @classmethod
+    def _refuse(cls, enabled: bool) -> bool:
+        if enabled:
+            raise ValueError(HOMOMORPHIC_REFUSAL)
+        return enabled

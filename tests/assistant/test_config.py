@@ -291,3 +291,12 @@ def test_tool_calling_timezone_must_be_a_known_zone() -> None:
     assert ToolCallingSettings(timezone="Europe/Berlin").timezone == "Europe/Berlin"
     with pytest.raises(ValidationError, match="unknown IANA time zone 'Mars/Olympus'"):
         ToolCallingSettings(timezone="Mars/Olympus")
+
+
+@pytest.mark.parametrize(("section", "reason"), [("pqc", "post-quantum key exchange is not implemented"),
+                                                 ("homomorphic", "homomorphic encryption is not implemented")])
+def test_unimplemented_protections_refuse_to_load_naming_the_key(section: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings.load(None, **{section: {"enabled": True}})
+    assert f"{section}.enabled" in str(refused.value) and reason in str(refused.value)
+    assert getattr(Settings.load(None, **{section: {"enabled": False}}), section).enabled is False

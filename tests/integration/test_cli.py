@@ -37,6 +37,15 @@ def test_serve_refuses_an_invalid_config_naming_the_key_and_range(tmp_path):
     assert "sanitation.quarantine_ttl_days" in result.stderr and "[1, 30]" in result.stderr
 
 
+def test_serve_refuses_pqc_and_homomorphic_naming_the_key_and_why(tmp_path):
+    config = tmp_path / "pqc.toml"
+    config.write_text("[pqc]\nenabled = true\n[homomorphic]\nenabled = true\n")
+    result = run("serve", "--config", str(config))
+    assert result.returncode == 2
+    assert "pqc.enabled" in result.stderr and "post-quantum key exchange is not implemented" in result.stderr
+    assert "homomorphic.enabled" in result.stderr and "homomorphic encryption is not implemented" in result.stderr
+
+
 def test_models_list_and_keys(tmp_path):
     listing = run("models", "list", "--data-dir", str(tmp_path))
     assert listing.returncode == 0

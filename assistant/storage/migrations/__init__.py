@@ -18,6 +18,9 @@ from assistant.storage.migrations import (  # noqa: F401 - registers the migrati
     m024_privacy_ledger,
     m025_red_team,
     m026_precache,
+    m027_training,  # issue 18: learning and sharing
+    m028_optimization,
+    m029_federated,
 )
 from assistant.storage.migrations.registry import MIGRATIONS, Connection, Migration, migration
 
