@@ -3,6 +3,7 @@ PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CONVERTER := $(VENV)/share/llama.cpp-convert
 # llama-cpp-python builds from source (9-17 min on 2 cores); pip caches the wheel afterwards.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # A portable CPU build (AVX2/FMA/F16C): a native build enables AVX-512/AMX where the CPU has them,
@@ -12,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 .PHONY: setup model run test lab bench clean-venv
 
-setup: $(STAMP) model
+setup: $(STAMP) $(CONVERTER)/VERSION model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +26,26 @@ $(STAMP): pyproject.toml
 	# the GE2E speaker encoder's weights (engine "ge2e"); --no-deps: its librosa/webrtcvad requirements are not used
 	$(BIN)/pip install --quiet --no-deps resemblyzer==0.1.4
 	touch $(STAMP)
+
+# LoRA adapters (assistant/learning/convert.py) become GGUF through llama.cpp's own
+# convert_lora_to_gguf.py. It is not on PyPI; llama-cpp-python's sdist on PyPI is the registry's copy
+# of llama.cpp (vendor/llama.cpp, MIT licence, kept with it as LICENSE). So the sdist of the installed
+# version is downloaded (no build; 76 MB, deleted once extracted) and only the converter,
+# convert_hf_to_gguf.py, its model classes (conversion/), its gguf-py and the LICENSE are extracted
+# (3 MB). Idempotent: skipped while VERSION matches the installed llama-cpp-python.
+$(CONVERTER)/VERSION: $(STAMP)
+	@set -e; version=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))'); \
+	if [ "$$(cat $@ 2>/dev/null)" = "$$version" ]; then touch $@; exit 0; fi; \
+	cache=$(VENV)/cache/llama-cpp-python-sdist; sdist=$$cache/llama_cpp_python-$$version.tar.gz; \
+	mkdir -p $$cache; \
+	test -f $$sdist || $(BIN)/pip download --quiet --no-deps --no-binary :all: -d $$cache "llama-cpp-python==$$version"; \
+	rm -rf $(CONVERTER).tmp; mkdir -p $(CONVERTER).tmp; \
+	top=llama_cpp_python-$$version/vendor/llama.cpp; \
+	tar -xzf $$sdist -C $(CONVERTER).tmp --strip-components=3 $$top/convert_lora_to_gguf.py \
+	  $$top/convert_hf_to_gguf.py $$top/conversion $$top/gguf-py $$top/LICENSE; \
+	echo $$version > $(CONVERTER).tmp/VERSION; \
+	rm -rf $(CONVERTER); mv $(CONVERTER).tmp $(CONVERTER); rm -f $$sdist; \
+	echo "llama.cpp's LoRA converter $$version in $(CONVERTER)"
 
 model: $(STAMP)
 	$(BIN)/assistant models install

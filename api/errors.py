@@ -30,6 +30,7 @@ STATUS_OF = {
     "UPSTREAM_ERROR": 502,
     "SERVICE_UNAVAILABLE": 503,
     "ENGINE_ERROR": 503,  # a voice engine failed or timed out (the companion services' interface)
+    "GATEWAY_TIMEOUT": 504,  # a mesh peer did not answer in time (mesh inference without fallback)
 }
 CODE_OF_STATUS = {status: code for code, status in STATUS_OF.items()}
 

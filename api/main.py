@@ -20,15 +20,19 @@ from api.routes import (
     chat,
     cognitive,
     commands,
+    distillation,
     docs,
     dream,
     explain,
+    federated,
     health,
     immune,
     knowledge,
     memories,
+    mesh,
     metrics,
     openai_compat,
+    optimization,
     precache,
     privacy,
     quarantine,
@@ -39,6 +43,7 @@ from api.routes import (
     sovereignty,
     system,
     tools,
+    training,
     voice,
     webhooks,
 )
@@ -166,7 +171,8 @@ def create_app(services: Services) -> FastAPI:
                    agentic.router, webhooks.router, commands.router, voice.router, knowledge.router, dream.router,
                    sanitation.router, openai_compat.router, signals.router, precache.router,
                    privacy.router, sovereignty.router, explain.router, cognitive.router, red_team.router,
-                   immune.router):
+                   immune.router, mesh.router, distillation.router, training.router, federated.router,
+                   optimization.router):
         app.include_router(router)
     visualization = services.settings.knowledge_visualization
     app.add_route("/mcp", mcp, include_in_schema=False)  # the MCP server (api/mcp_http.py)

@@ -29,6 +29,8 @@ from api.errors import STATUS_OF, error_body
 from assistant.errors import AssistantError
 from assistant.services import Services
 
+FEDERATED_SYNC = "/api/v1/federated/sync"  # its body limit is federated.max_payload_bytes
+
 log = logging.getLogger("api")
 UNLIMITED_PATHS = frozenset({"/health", "/ready", "/ready/all", "/metrics", "/metrics/prometheus"})
 
@@ -69,6 +71,9 @@ class RequestContext:
         self.app = app
         self.services = services
         self.max_body = services.settings.server.max_body_bytes
+        # a route whose body has its own limit (and the key naming it): a federated adapter update is larger
+        self.route_limits = {FEDERATED_SYNC: (services.settings.federated.max_payload_bytes,
+                                              "federated.max_payload_bytes")}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,8 +100,9 @@ class RequestContext:
             await self.app(scope, await self._capped(scope, receive), send_with_id)
         except PayloadTooLarge:
             if not started:
+                limit, key = self._limit(scope)
                 status, body = error_body(scope["path"], 413, "PAYLOAD_TOO_LARGE",
-                                          f"request body exceeds {self.max_body} bytes", request_id)
+                                          f"request body exceeds {limit} bytes ({key})", request_id)
                 await _send_json(send, status, body, [rid_header])
         except Exception:
             log.exception("unhandled error in %s %s (request %s)", scope["method"], scope["path"], request_id)
@@ -116,14 +122,18 @@ class RequestContext:
         A declared Content-Length is checked as is (the server enforces it); a chunked body is
         read here, up to the limit, and replayed to the application.
         """
+        limit, _ = self._limit(scope)
         declared = _header(scope, b"content-length")
         if declared is not None:
-            if declared.isdigit() and int(declared) > self.max_body:
+            if declared.isdigit() and int(declared) > limit:
                 raise PayloadTooLarge()
             return receive
         if _header(scope, b"transfer-encoding") is None:
             return receive
-        return _replay(await _read_body(receive, self.max_body), receive)
+        return _replay(await _read_body(receive, limit), receive)
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        return self.route_limits.get(scope["path"], (self.max_body, "server.max_body_bytes"))
 
 
 async def _read_body(receive: Receive, limit: int | None) -> bytes:

@@ -27,6 +27,7 @@ from assistant.defence.types import Detector, NoDefence
 from assistant.dream.build import build_dream
 from assistant.dream.service import DreamService
 from assistant.embeddings.base import Embedder, create_embedder
+from assistant.errors import ConfigError
 from assistant.extended.cognitive import CognitiveLoad, build_cognitive, load_signal
 from assistant.extended.explain_store import ExplanationStore, build_explanations
 from assistant.extended.immune import ImmuneView, build_immune
@@ -46,10 +47,16 @@ from assistant.health import (
     tcp_health,
     timed,
 )
+from assistant.learning.build import build_training
+from assistant.learning.distill import Distillation, build_distillation
+from assistant.learning.federated import FederatedSync, build_federated
+from assistant.learning.optimize import Optimizer, build_optimizer
+from assistant.learning.service import TrainingService
 from assistant.llm.base import ChatModel
 from assistant.llm.queue import InferenceQueue
 from assistant.llm.registry import create_chat_model
 from assistant.memory.store import MemoryStore
+from assistant.mesh import Mesh, build_mesh
 from assistant.messaging.service import MessagingService, create_messaging
 from assistant.observability.bridges import bridge_signals
 from assistant.observability.metrics import Metrics, knowledge_graph_figures
@@ -116,6 +123,12 @@ class Services:
     sovereignty: SovereigntyMonitor | None = None  # [sovereign_intelligence]: the sovereignty score
     red_team: RedTeam | None = None  # [red_team]: generated attacks against the defence and the chat path
     immune: ImmuneView | None = None  # [sovereign_intelligence]: the immune status audit view
+    # feedback and per-user LoRA adapters; always built (feedback is collected), training needs [lora] enabled
+    training: TrainingService | None = None
+    distillation: Distillation | None = None  # [distillation]: a teacher's answers train the user's adapter
+    mesh: Mesh | None = None  # [mesh]: chat requests forwarded to peer instances, local fallback
+    optimization: Optimizer | None = None  # [optimization]: per-user retrieval parameters tuned with optuna
+    federated: FederatedSync | None = None  # [federated]: adapter rounds with the user's own peer instances
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -218,6 +231,14 @@ class Services:
             self.precache.close()  # its statistics (m026) are written
         if self.red_team is not None:
             self.red_team.close()  # a run stops between two attacks; its ephemeral users are erased
+        if self.distillation is not None:
+            self.distillation.close()  # collecting stops (those runs fail); a run in training keeps its course
+        if self.training is not None:
+            self.training.close()  # a run under way is cancelled between two steps; its worker stops
+        if self.mesh is not None:
+            self.mesh.close()  # its worker threads and its HTTP connections to the peers
+        if self.optimization is not None:
+            self.optimization.close()  # a run stops after its current trial
         self.queue.close()
         if self.messaging is not None:
             self.messaging.close()
@@ -366,6 +387,22 @@ def build_services(settings: Settings, *, chat_model: ChatModel | None = None,
                                    signals=services.signals)
     if services.voice is not None:  # 0 until the pipeline runs, however it is started (server, notebook, test)
         metrics.voice_speaker_unavailable = services.voice.speaker_unavailable
+    services.mesh = build_mesh(settings, chat)  # the chat service's engine is its local fallback
+    services.training = build_training(settings, db, sealer, conversations, services.signals,
+                                       memory.embedder if memory is not None else None)  # implicit feedback
+    if services.training is not None and settings.lora.enabled:  # each user's answers with their own adapter
+        chat.adapter_for = services.training.active_gguf
+    services.distillation = build_distillation(  # the teacher's answers go through the training pipeline
+        settings.distillation, settings.lora, db, conversations, services.training, data_dir=data_dir,
+        system_prompt=inference.system_prompt, detector=services.defence, signals=services.signals)
+    services.optimization = build_optimizer(  # the memory store reads each user's applied parameters from it
+        settings, db, memory, explanations=services.explanations, conversations=conversations,
+        signals=services.signals, useful=getattr(services.training, "feedback_store", None))
+    try:  # averages the user's active adapter with their peers' (noised: charged to the privacy budget)
+        services.federated = build_federated(settings, db, services.privacy, services.training, services.signals)
+    except ConfigError:  # federated.enabled without privacy.enabled: refuse to start
+        services.close()
+        raise
     services.messaging = create_messaging(settings.messenger, db, services.chat)  # needs the chat service
     if services.messaging is not None and services.messaging.sender is not None:
         services.messaging.sender = GuardedSender(services.messaging.sender, breakers.get(MESSENGER))

@@ -153,12 +153,17 @@ class Completions:
         return system_messages(system, turn.context, separate=bool(completion.tools),
                                data_rule=bool(turn.context) or fenced_tools) + rest
 
-    def _options(self, completion: Completion, should_stop: threading.Event) -> GenerationOptions:
+    def _options(self, completion: Completion, should_stop: threading.Event,
+                 user_id: UUID | str | None = None) -> GenerationOptions:
         """The request's values, else the configuration's. Client tools under "auto" are decoded as
         the assistant's own are ([tool_calling] decoding, call_threshold): with "constrained" the
-        engine's probability that the reply opens a call decides answer or call."""
+        engine's probability that the reply opens a call decides answer or call. The caller's active
+        LoRA adapter applies here as in the assistant's own chat (``ChatService.adapter_for``)."""
         settings, tooling = self.chat.settings, self.chat.tool_settings
+        adapter_for = self.chat.adapter_for
+        adapter = adapter_for(str(user_id)) if adapter_for is not None and user_id is not None else None
         return GenerationOptions(
+            adapter=str(adapter) if adapter is not None else None,
             model=completion.model,
             temperature=settings.temperature if completion.temperature is None else completion.temperature,
             max_tokens=settings.max_tokens if completion.max_tokens is None else completion.max_tokens,
@@ -186,7 +191,7 @@ class Completions:
             message, turn = "", TurnMemory(chat.new_guard(user_id))
         prompt = self._prompt(turn, completion)
         stopping = threading.Event()
-        options = self._options(completion, stopping)
+        options = self._options(completion, stopping, user_id)
         scanner = StopScanner(completion.stop)
         parts: list[str] = []
         calls: list[ToolCall] = []

@@ -7,6 +7,7 @@ data) to its conversation and user, a message's text to its message and the conv
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from uuid import UUID, uuid4
 
@@ -99,6 +100,23 @@ class ConversationStore:
             )
             db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
         return message_id
+
+    def user_messages(self, user_id: UUID | str, *, batch: int = 200) -> Iterator[tuple[str, str]]:
+        """``user_id``'s own messages (role ``user``) across their conversations, newest first, as
+        ``(message_id, text)``; read and opened ``batch`` at a time, so a caller that stops early opens
+        no more (distillation's prompt set, assistant/learning/distill_prompts.py)."""
+        offset = 0
+        while True:
+            rows = self.db.query(
+                "SELECT m.id, m.content, c.user_id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+                "WHERE c.user_id = ? AND m.role = 'user' ORDER BY m.created_at DESC, m.seq DESC LIMIT ? OFFSET ?",
+                (str(user_id), batch, offset),
+            )
+            for r in rows:
+                yield r["id"], self._open(r["content"], "messages", "content", r["id"], r["user_id"])
+            if len(rows) < batch:
+                return
+            offset += batch
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
         rows = self.db.query(

@@ -63,6 +63,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -208,6 +209,10 @@ class ChatService:
         self.cognitive: CognitiveLoad | None = None
         self.load_signal: Callable[[str, LoadEstimate, str], None] | None = None
         self.precache: PrecacheLookup | None = None
+        # The user's active LoRA adapter (a GGUF path; None: the base model), applied to that user's
+        # answers and tool-loop calls through GenerationOptions.adapter (build_services sets it to
+        # TrainingService.active_gguf when LoRA training is on; engines without adapters ignore it).
+        self.adapter_for: Callable[[str], Path | None] | None = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -295,16 +300,20 @@ class ChatService:
                 "history": sum(len(m.content or "") for m in history), "message": len(request.message)})
         return messages
 
-    def _options(self, request: ChatRequest, profiles: ProfileApplication | None = None) -> GenerationOptions:
-        """Request values, else the primary profile's, else the configuration's."""
+    def _options(self, request: ChatRequest, profiles: ProfileApplication | None = None,
+                 user_id: UUID | str | None = None) -> GenerationOptions:
+        """Request values, else the primary profile's, else the configuration's; with ``user_id``,
+        the user's active LoRA adapter (``adapter_for``)."""
         options = GenerationOptions(temperature=self.settings.temperature, max_tokens=self.settings.max_tokens)
         if profiles is not None:
             options = profiles.options(options, self.settings.context_length)
+        adapter = self.adapter_for(str(user_id)) if self.adapter_for is not None and user_id is not None else None
         return replace(
             options,
             model=options.model if request.model is None else request.model,
             temperature=options.temperature if request.temperature is None else request.temperature,
             max_tokens=options.max_tokens if request.max_tokens is None else request.max_tokens,
+            adapter=str(adapter) if adapter is not None else options.adapter,
         )
 
     async def stream(self, user_id: UUID | str, request: ChatRequest) -> AsyncIterator[ChatEvent]:
@@ -345,7 +354,7 @@ class ChatService:
                 data.update(sections=[{"name": k, "chars": v} for k, v in sections.items()],
                             chars=sum(len(m.content or "") for m in messages), messages=len(messages),
                             tools=list(enabled) if enabled is not None else [])
-        options = self._options(request, profiles)
+        options = self._options(request, profiles, user_id)
         start = time.perf_counter()
         parts: list[str] = []
         finished: Finished | None = None
@@ -569,7 +578,9 @@ class ChatService:
                         context_chars: int) -> dict[str, Any]:
         """The memories step of the explanation: the settings that decided, then every memory in the
         running with its scores, what became of it, and (injected ones) the defence's verdict."""
-        s, weights = self.memory_settings, self.memory.weights
+        s = self.memory_settings
+        tuned = self.memory.params_for(guard.user_id or "")  # the user's tuned retrieval parameters, if any
+        weights = tuned.weights
         pairs = candidates if candidates is not None else [(m, INJECTED) for m in used]
         flagged = {i.ref: i.verdict.flagged for i in guard.seen if i.source is Source.MEMORY and i.ref}
         entries = []
@@ -578,7 +589,7 @@ class ChatService:
             if status == INJECTED:
                 entry["flagged"] = flagged.get(entry["id"], False)
             entries.append(entry)
-        return {"threshold": s.rag_threshold, "threshold_mode": s.rag_threshold_mode, "rag_limit": s.rag_limit,
+        return {"threshold": tuned.rag_threshold, "threshold_mode": s.rag_threshold_mode, "rag_limit": tuned.rag_limit,
                 "budget_chars": CONTEXT_BUDGET_CHARS, "context_chars": context_chars, "precache": from_precache,
                 "candidates": entries}
 

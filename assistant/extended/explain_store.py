@@ -51,6 +51,19 @@ class ExplanationStore:
             self._began = row["applied_at"] if row is not None else None
         return self._began
 
+    def recent(self, user_id: UUID | str, limit: int = 500) -> list[Explanation]:
+        """The caller's ``limit`` most recent explanations, newest first (retrieval-parameter optimisation
+        reads which memories each answer was given)."""
+        user = str(user_id)
+        rows = self.db.query("SELECT message_id, body_sealed FROM explanations WHERE user_id = ? "
+                             "ORDER BY created_ts DESC LIMIT ?", (user, int(limit)))
+        out = []
+        for row in rows:
+            value = row["body_sealed"]
+            text = value if isinstance(value, str) else self.sealer.open(value, self._at(row["message_id"], user))
+            out.append(Explanation.of(json.loads(text)))
+        return out
+
     def get(self, user_id: UUID | str, message_id: UUID | str) -> Explanation:
         """The explanation of the caller's answer ``message_id`` (see the module docstring for the 404s)."""
         user, mid = str(user_id), str(message_id)

@@ -46,7 +46,7 @@ import numpy as np
 
 from assistant.graph.service import passage_of
 from assistant.graph.store import normalise_name
-from assistant.memory.scoring import ARCHIVED_FACTOR, freshness, hours_between, relevance
+from assistant.memory.scoring import ARCHIVED_FACTOR, RelevanceWeights, freshness, hours_between, relevance
 from assistant.memory.types import Memory, MemoryType, ScoredMemory
 
 if TYPE_CHECKING:
@@ -164,7 +164,8 @@ class GraphExpander:
         for m in candidates:  # the graph term, then the share of the query's entities
             g[m] = w.graph * g[m] / top_g + w.entity * sum(named.get(n, 0.0) for n in mentions.get(m, ())) / total
         dense = self._cosines(user, new_ids, query_vector)
-        hybrid_dense = self.graph.memory.hybrid.dense
+        params = self.graph.memory.params_for(user)  # the user's tuned weights, if any
+        hybrid_dense = params.hybrid.dense
         now = self.graph.memory.clock()
         out: list[ScoredMemory] = []
         def said(memory: Memory) -> float:
@@ -173,7 +174,7 @@ class GraphExpander:
 
         for hit in hits:
             score = hit.score + g.get(hit.memory.id, 0.0) + said(hit.memory)
-            out.append(self._rescored(hit, score, now))
+            out.append(self._rescored(hit, score, now, params.weights))
         for memory_id, cosine in dense.items():
             try:
                 memory = self.graph.memory.get(user, memory_id)
@@ -183,7 +184,7 @@ class GraphExpander:
                 continue
             base = hybrid_dense * cosine
             hit = ScoredMemory(memory, cosine, 0.0, 0.0, 0.0, base, base)
-            out.append(self._rescored(hit, base + g[memory_id] + said(memory), now))
+            out.append(self._rescored(hit, base + g[memory_id] + said(memory), now, params.weights))
         out.sort(key=lambda h: -h.score)
         return out[:limit]
 
@@ -196,11 +197,11 @@ class GraphExpander:
         q = np.asarray(query_vector, dtype=np.float32)
         return {r["id"]: float(np.frombuffer(r["embedding"], dtype=np.float32) @ q) for r in rows}
 
-    def _rescored(self, hit: ScoredMemory, score: float, now: float) -> ScoredMemory:
+    def _rescored(self, hit: ScoredMemory, score: float, now: float, weights: RelevanceWeights) -> ScoredMemory:
         memory = hit.memory
         hours = hours_between(memory.accessed_at, now) if memory.accessed_at else 0.0
         fresh = float(freshness(hours))
-        rel = float(relevance(score, memory.importance, hours, self.graph.memory.weights))
+        rel = float(relevance(score, memory.importance, hours, weights))
         if memory.memory_type == MemoryType.ARCHIVED:
             rel *= ARCHIVED_FACTOR
         return dataclasses.replace(hit, score=score, relevance=rel, freshness=fresh)

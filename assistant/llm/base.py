@@ -68,6 +68,11 @@ class GenerationOptions:
     # offered tools from its first token; else an answer). Set by the tool loop from
     # ToolCallingSettings (decoding, call_threshold); engines without token probabilities ignore it.
     call_threshold: float | None = None
+    # A GGUF LoRA adapter (a file path) applied to this request only, e.g. the user's trained adapter
+    # (assistant/learning/). llama.cpp switches adapters per request on the loaded base model
+    # (assistant/llm/adapters.py) and raises ServiceUnavailableError for a missing or unloadable file;
+    # Ollama, OpenAI-compatible servers and the scripted fake ignore it (they cannot load one per request).
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)

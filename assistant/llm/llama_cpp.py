@@ -19,6 +19,10 @@ support gets the same instructions in the system message. How the reply is decod
 Every second decode reuses the KV cache of the prompt, so it costs only its own tokens. A request
 with ``json_schema`` (and no tools) is decoded under that schema's grammar from its first token.
 
+``GenerationOptions.adapter`` puts a GGUF LoRA adapter on the model's context for that request
+(:mod:`assistant.llm.adapters`: loaded once per model and file, the KV cache dropped whenever the
+adapter changes; a missing or rejected file is a ServiceUnavailableError, never a silent base answer).
+
 Not thread-safe by itself; :class:`assistant.llm.queue.InferenceQueue` runs one generation at a
 time on its worker thread. Prompt-prefix reuse of llama.cpp's KV cache is measured by wrapping the
 instance's ``generate``: the share of prompt tokens already in the cache is the cache hit rate.
@@ -37,6 +41,7 @@ from typing import Any
 
 from assistant.config import InferenceSettings
 from assistant.errors import ServiceUnavailableError, ValidationFailed
+from assistant.llm.adapters import LoraAdapters
 from assistant.llm.base import (
     CacheStats,
     ChatMessage,
@@ -148,6 +153,7 @@ class LlamaCppChatModel:
         self._formatters: dict[str, Any] = {}
         self._first: dict[str, FirstTokens] = {}
         self._load_lock = threading.Lock()
+        self.adapters = LoraAdapters()  # per-request LoRA adapters (GenerationOptions.adapter)
 
     # --- which files -----------------------------------------------------------------------------
 
@@ -208,7 +214,8 @@ class LlamaCppChatModel:
             _instrument(llm, counts)
             self._loaded[name] = (llm, counts)
             while len(self._loaded) > MAX_LOADED:
-                self._loaded.popitem(last=False)
+                old_name, (old, _) = self._loaded.popitem(last=False)
+                self.adapters.release_model(old_name, old)
             return llm
 
     def _resolve(self, requested: str | None) -> str:
@@ -225,6 +232,7 @@ class LlamaCppChatModel:
     def stream(self, messages: list[ChatMessage], options: GenerationOptions) -> Iterator[StreamEvent]:
         name = self._resolve(options.model)
         llm = self.load(name)
+        self.adapters.apply(name, llm, options.adapter)
         counts = self._loaded[name][1]
         if options.tools or any(m.tool_calls or m.role == "tool" for m in messages):
             yield from self._stream_with_tools(name, llm, counts, messages, options)
@@ -331,6 +339,7 @@ class LlamaCppChatModel:
         without generating."""
         name = self._resolve(options.model)
         llm = self.load(name)
+        self.adapters.apply(name, llm, options.adapter)
         formatter, has_tools = self._formatter(name, llm)
         rendered = formatter(messages=template_messages(messages, options.tools, has_tools),
                              tools=[t.openai() for t in options.tools] if has_tools else None)

@@ -5,6 +5,9 @@ A request with ``json_schema`` sends it as ``format`` (Ollama's structured outpu
 Ollama has no ``tool_choice``: ``none`` sends no tools (the model can only answer), a tool's name
 sends only that tool, ``required`` sends the tools as ``auto`` does — Ollama may still answer
 instead of calling, and the caller sees an answer.
+
+``GenerationOptions.adapter`` (a GGUF LoRA per request) is ignored: Ollama binds adapters to a model
+in its Modelfile (``ADAPTER``), not per request.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ llama.cpp's server, ``python -m llama_cpp.server``, vLLM and LM Studio speak thi
 ``json_schema`` sends it as ``response_format`` (``{"type": "json_schema", ...}``), and
 ``tool_choice`` goes as OpenAI's own (``"auto"``, ``"required"``, ``"none"`` or
 ``{"type": "function", "function": {"name": ...}}``).
+
+``GenerationOptions.adapter`` (a GGUF LoRA per request) is ignored: the OpenAI API has no such field
+(llama.cpp's server loads adapters at start, ``--lora``, and scales them through its own ``/lora-adapters``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ what tests of schema-constrained callers need).
 no call when a call is required, a call of another tool than the named one, a call under "none")
 raises :class:`ScriptMismatch`, so a test that scripts the wrong thing fails loudly instead of
 passing on behaviour no engine has. An unknown tool name is a ValidationFailed, as in the engines.
+``GenerationOptions.adapter`` is recorded with the other options and has no effect on the reply.
 """
 
 from __future__ import annotations

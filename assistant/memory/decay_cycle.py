@@ -6,6 +6,7 @@ SQLite for every memory of every user (or one user) at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,14 +36,25 @@ class DecayReport:
 
 
 def run_decay(db: Database, settings: MemorySettings, now: float, user_id: str | None = None, *,
-              collect_changes: bool = True, max_changes: int = 1000) -> DecayReport:
+              collect_changes: bool = True, max_changes: int = 1000,
+              decay_factors: Mapping[str, float] | None = None) -> DecayReport:
     """One decay cycle (all users, or one), in one SQL statement; then the clean-up: memories at or
     below ``min_importance`` for ``cleanup_after_days`` are archived (see :mod:`assistant.memory.decay`).
-    ``days`` counts from each memory's previous decay (or creation)."""
+    ``days`` counts from each memory's previous decay (or creation). ``decay_factors`` (user id ->
+    decay factor): the users whose base rate is their own (tuned, :mod:`assistant.memory.tuning`); the
+    others decay at ``settings.decay_factor``."""
     base = base_rate_from_factor(settings.decay_factor)
+    rates = {str(u): base_rate_from_factor(f) for u, f in (decay_factors or {}).items()}
+    if user_id:
+        base, rates = rates.get(str(user_id), base), {}
     params = [(t.value, p.modifier, p.floor) for t, p in DECAY_PARAMS.items()]
     values = ",".join("(?, ?, ?)" for _ in params)
     flat = [v for p in params for v in p]
+    rate_sql = "?"
+    if rates:  # per-user base rates: a second table in the WITH clause, the default rate for the rest
+        values += "), r(u, v) AS (VALUES " + ",".join("(?, ?)" for _ in rates)
+        flat += [v for pair in rates.items() for v in pair]
+        rate_sql = "coalesce((SELECT r.v FROM r WHERE r.u = memory_scores.user_id), ?)"
     user_clause, user_args = ("AND user_id = ?", [str(user_id)]) if user_id else ("", [])
     skip = ",".join(f"'{t.value}'" for t in NOT_DECAYED)
     before: dict[int, float] = {}
@@ -58,7 +70,7 @@ def run_decay(db: Database, settings: MemorySettings, now: float, user_id: str |
     # apply (an Archived memory keeps its original type there).
     sql = (
         f"WITH p(t, m, f) AS (VALUES {values}) "
-        "UPDATE memory_scores SET importance = min(1.0, max(importance * exp(-? * p.m / (1.0 + ln(1.0 + "
+        f"UPDATE memory_scores SET importance = min(1.0, max(importance * exp(-{rate_sql} * p.m / (1.0 + ln(1.0 + "
         "access_count)) * (max(? - decay_ts, 0.0) / 86400.0)) + min(access_count * 0.005, 0.08), p.f)), "
         f"decay_ts = ? FROM p WHERE p.t = memory_scores.decay_type AND decay_type NOT IN ({skip}) {user_clause} "
         + ("RETURNING memory_rowid, importance" if collect_changes else "")

@@ -24,7 +24,7 @@ from assistant.config import MemorySettings
 from assistant.crypto import Sealer
 from assistant.embeddings.base import Embedder
 from assistant.errors import NotFoundError, ValidationFailed
-from assistant.memory import temporal
+from assistant.memory.candidates import gather, temporal_flags
 from assistant.memory.decay_cycle import DecayReport, run_decay
 from assistant.memory.hooks import Expander, MemoryListener
 from assistant.memory.index import VectorIndex
@@ -60,6 +60,7 @@ from assistant.memory.scoring import (
     relevance,
     type_rank,
 )
+from assistant.memory.tuning import RetrievalParams, RetrievalTuning
 from assistant.memory.types import Memory, MemoryType, ScoredMemory
 from assistant.memory.user_indexes import UserIndexes
 from assistant.storage.db import Database
@@ -97,6 +98,15 @@ class MemoryStore:
         self.indexes = UserIndexes(db, settings.embedding_dimension, index_kind)
         self.listeners: list[MemoryListener] = []  # told of writes, removals and recalls (the graph)
         self.expander: Expander | None = None  # mode "hybrid+graph" (memory.retrieval)
+        self.tuning: RetrievalTuning | None = None  # per-user parameters (retrieval-parameter optimisation)
+
+    def params_for(self, user_id: str) -> RetrievalParams:
+        """The retrieval parameters of ``user_id``'s recall: the configured ones (``[memory]``, the store's
+        weights), with the values :attr:`tuning` applied for that user in their place."""
+        s = self.settings
+        base = RetrievalParams(s.rag_threshold, s.rag_limit, self.weights, self.hybrid, s.decay_factor)
+        tuned = self.tuning.tuned(str(user_id)) if self.tuning is not None else None
+        return base.with_values(tuned) if tuned else base
 
     def _tell(self, event: str, user_id: str, memory_ids: Sequence[str]) -> None:
         for listener in self.listeners:
@@ -278,48 +288,19 @@ class MemoryStore:
                 hits = sorted(hits, key=lambda h: -h.relevance)
             return hits[:limit]
         pool = candidates or max(limit * 5, 50)
-        dense: dict[int, float] = {}
-        if mode != "keyword":
-            if query_vector is None:
-                query_vector = self.embedder.embed([query])[0]
-            ids, sims = self.index(user_id).search(query_vector, pool)
-            dense = dict(zip(ids.tolist(), sims.tolist(), strict=True))
-        keyword = self.keywords.search(user_id, query, pool) if mode != "dense" else {}
-        rowids = list(dense.keys() | keyword.keys())
-        if not rowids:
-            return []
-        marks = ",".join("?" * len(rowids))
-        rows = {r["rowid"]: r for r in self.db.query(f"SELECT * FROM memory_rows WHERE rowid IN ({marks})", rowids)}
+        params = self.params_for(user_id)
+        hybrid, weights = params.hybrid, params.weights
         # Neighbour context (HybridWeights.context): the previous and next memory, in stored order
         # (a consolidated memory where its first source was: ``position``, m020),
-        # of each keyword match in its conversation; they join the candidates. Only a neighbour of a
-        # keyword match can gain anything, so no other adjacency is looked up.
-        context = self.hybrid.context if mode == "hybrid" else 0.0
-        adjacent: dict[int, set[int]] = {}
-        matched = [r for r in keyword if r in rows and rows[r]["conversation_id"] is not None]
-        if context > 0 and matched:
-            conversations = {rows[r]["conversation_id"] for r in matched}
-            cmarks = ",".join("?" * len(conversations))
-            kmarks = ",".join("?" * len(matched))
-            pairs = self.db.query(
-                "SELECT rowid, prev, next FROM (SELECT rowid, lag(rowid) OVER w AS prev, lead(rowid) OVER w AS next "
-                f"FROM memories WHERE user_id = ? AND conversation_id IN ({cmarks}) "
-                f"WINDOW w AS (PARTITION BY conversation_id ORDER BY coalesce(position, rowid), rowid)) "
-                f"WHERE rowid IN ({kmarks})",
-                (user_id, *conversations, *matched),
-            )
-            for r in pairs:
-                for other in (r["prev"], r["next"]):
-                    if other is not None:
-                        adjacent.setdefault(other, set()).add(r["rowid"])
-            if extra := [r for r in adjacent if r not in rows]:
-                emarks = ",".join("?" * len(extra))
-                more = self.db.query(f"SELECT * FROM memory_rows WHERE rowid IN ({emarks})", extra)
-                rows.update({r["rowid"]: r for r in more})
-        if mode != "keyword" and (missing := [r for r in rows if r not in dense]):
-            vectors = np.frombuffer(b"".join(rows[r]["embedding"] for r in missing), dtype=np.float32)
-            sims = vectors.reshape(len(missing), -1) @ np.asarray(query_vector, dtype=np.float32)
-            dense.update(zip(missing, sims.tolist(), strict=True))
+        # of each keyword match in its conversation; they join the candidates (candidates.gather). Only a
+        # neighbour of a keyword match can gain anything, so no other adjacency is looked up.
+        context = hybrid.context if mode == "hybrid" else 0.0
+        if mode != "keyword" and query_vector is None:
+            query_vector = self.embedder.embed([query])[0]
+        found = gather(self, user_id, query, query_vector, mode, pool, context > 0)
+        rows, dense, keyword, adjacent = found.rows, found.dense, found.keyword, found.adjacent
+        if not rows:
+            return []
         top_kw = max(keyword.values(), default=0.0) or 1.0
         own: dict[int, tuple[float, float, float]] = {}  # rowid -> (cosine, keyword, fused)
         for rowid, row in rows.items():
@@ -332,18 +313,18 @@ class MemoryStore:
             elif mode == "keyword":
                 fused = kw
             else:
-                fused = self.hybrid.dense * cos + self.hybrid.keyword * kw
+                fused = hybrid.dense * cos + hybrid.keyword * kw
             own[rowid] = (cos, kw, fused)
         now = self.clock()
         scored = []
-        grounded = self._temporal(query, rows, own) if mode == "hybrid" else {}
+        grounded = self._temporal(query, rows, own, hybrid) if mode == "hybrid" else {}
         for rowid, (cos, kw, fused) in own.items():
             row = rows[rowid]
             near = max((own[n][1] for n in adjacent.get(rowid, ()) if n in own), default=0.0)
             similarity = min(1.0, fused + context * near) if near else fused
             similarity += grounded.get(rowid, 0.0)
             hours = max(now - row["accessed_ts"], 0.0) / 3600.0
-            rel = float(relevance(similarity, row["importance"], hours, self.weights))
+            rel = float(relevance(similarity, row["importance"], hours, weights))
             if row["memory_type"] == MemoryType.ARCHIVED:
                 rel *= ARCHIVED_FACTOR
                 similarity *= ARCHIVED_FACTOR
@@ -352,39 +333,25 @@ class MemoryStore:
             scored.append((row, cos, kw, fresh, rel, similarity, fused))
         key = (lambda s: -s[4]) if rank_by == "relevance" else (lambda s: -s[5])
         scored.sort(key=key)
-        if mode == "hybrid" and self.hybrid.diversity > 0 and rank_by == "similarity":
-            scored = self._diversify(scored)
+        if mode == "hybrid" and hybrid.diversity > 0 and rank_by == "similarity":
+            scored = self._diversify(scored, hybrid.diversity)
         return [ScoredMemory(self._memory(r), cos, kw, fresh, rel, fused, sim)
                 for r, cos, kw, fresh, rel, sim, fused in scored[:limit]]
 
-    def _temporal(self, query: str, rows: dict[int, dict], own: dict) -> dict[int, float]:
+    def _temporal(self, query: str, rows: dict[int, dict], own: dict, h: HybridWeights) -> dict[int, float]:
         """Temporal grounding (``HybridWeights.date``/``when``, :mod:`assistant.memory.temporal`):
         rowid -> what to add to its ranking score."""
-        h = self.hybrid
-        window = temporal.question_window(query) if h.date > 0 else None
-        when = h.when > 0 and temporal.asks_when(query)
-        if window is None and not when:
-            return {}
-        out: dict[int, float] = {}
-        for rowid in own:
-            text = self._open(rows[rowid], "content")
-            bonus = 0.0
-            if window is not None and temporal.in_window(temporal.memory_day(text, rows[rowid]["created_at"]), window):
-                bonus += h.date
-            if when and temporal.mentions_time(text):
-                bonus += h.when
-            if bonus:
-                out[rowid] = bonus
-        return out
+        flags = temporal_flags(self, query, rows, list(own), date=h.date > 0, when=h.when > 0)
+        return {rowid: h.date * in_window + h.when * mentions for rowid, (in_window, mentions) in flags.items()}
 
-    def _diversify(self, scored: list[tuple]) -> list[tuple]:
+    def _diversify(self, scored: list[tuple], diversity: float) -> list[tuple]:
         """``HybridWeights.diversity``: each hit loses ``diversity`` per better-ranked hit of the
         same conversation, so that one session does not fill the top of the list."""
         seen: dict[str | None, int] = {}
         adjusted = []
         for n, item in enumerate(scored):
             conv = item[0]["conversation_id"]
-            penalty = self.hybrid.diversity * seen.get(conv, 0) if conv is not None else 0.0
+            penalty = diversity * seen.get(conv, 0) if conv is not None else 0.0
             seen[conv] = seen.get(conv, 0) + 1
             adjusted.append((item[5] - penalty, -n, item))
         adjusted.sort(key=lambda a: (-a[0], -a[1]))
@@ -426,6 +393,7 @@ class MemoryStore:
         under the default 0.5, so cosine alone would almost never let a memory into the prompt.
         ``"cosine"`` applies it to the cosine alone (:data:`RAG_SEARCH_MODE`)."""
         s = self.settings
+        p = self.params_for(user_id)  # rag_threshold and rag_limit: the user's tuned ones, if any
         if query_vector is None:
             query_vector = self.embedder.embed([message])[0]
         # Rank the pool by retrieval similarity so every memory above the threshold is in it
@@ -434,10 +402,10 @@ class MemoryStore:
         mode = RAG_SEARCH_MODE[s.rag_threshold_mode]
         if mode == "hybrid" and s.retrieval == "hybrid+graph":
             mode = "hybrid+graph"
-        found = self.search(user_id, message, limit=max(s.rag_limit * 10, 50), query_vector=query_vector,
+        found = self.search(user_id, message, limit=max(p.rag_limit * 10, 50), query_vector=query_vector,
                             mode=mode, rank_by="similarity")
-        above = sorted((m for m in found if m.fused >= s.rag_threshold), key=lambda m: -m.relevance)
-        eligible = above[: s.rag_limit]
+        above = sorted((m for m in found if m.fused >= p.rag_threshold), key=lambda m: -m.relevance)
+        eligible = above[: p.rag_limit]
         ordered = order_for_prompt(eligible, key_type=lambda m: m.memory.memory_type, key_relevance=lambda m: m.relevance)
         contents = [m.memory.content for m in ordered]
         kept = fit_in_budget(contents)
@@ -446,8 +414,8 @@ class MemoryStore:
         if candidates is not None:
             kept_set = set(kept)
             candidates.extend((m, INJECTED if i in kept_set else CUT_BUDGET) for i, m in enumerate(ordered))
-            candidates.extend((m, OVER_LIMIT) for m in above[s.rag_limit: s.rag_limit + NEAR_MISSES])
-            below = [m for m in found if m.fused < s.rag_threshold][:NEAR_MISSES]  # ``found`` is by similarity
+            candidates.extend((m, OVER_LIMIT) for m in above[p.rag_limit: p.rag_limit + NEAR_MISSES])
+            below = [m for m in found if m.fused < p.rag_threshold][:NEAR_MISSES]  # ``found`` is by similarity
             candidates.extend((m, BELOW_THRESHOLD) for m in below)
         self.touch([m.memory.id for m in used], user_id)
         return context, used
@@ -504,5 +472,6 @@ class MemoryStore:
               max_changes: int = 1000) -> DecayReport:
         """One decay cycle (all users, or one), then the clean-up (:func:`run_decay`): memories at or
         below ``min_importance`` for ``cleanup_after_days`` are archived."""
+        factors = dict(self.tuning.tuned_decay_factors()) if self.tuning is not None else {}
         return run_decay(self.db, self.settings, self.clock() if now is None else now, user_id,
-                         collect_changes=collect_changes, max_changes=max_changes)
+                         collect_changes=collect_changes, max_changes=max_changes, decay_factors=factors)

@@ -75,6 +75,7 @@ SEALED: tuple[SealedTable, ...] = (
     SealedTable("memory_purges", ("quarantine_reason",), row_id="memory_id"),
     SealedTable("explanations", ("body_sealed",), row_id="message_id"),
     SealedTable("precache_predictions", ("query_sealed",)),  # the wording of a predicted query
+    SealedTable("training_feedback", ("body_sealed",)),  # corrections and preferred answers (assistant/learning)
 )
 
 # Opens one stored value: (table, column, row, sealed bytes) -> plaintext bytes.

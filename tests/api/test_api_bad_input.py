@@ -51,6 +51,9 @@ def app_client(make_settings: Callable[..., Settings], make_services: Callable[.
         voice={},
         messenger={"enabled": True, "verify_token": "v", "app_secret": "s", "signature_required": False},
         red_team={"enabled": True},  # off, its run would be 503 before the body is read (as documented)
+        federated={"enabled": True, "max_payload_bytes": MAX_BODY},  # its own body limit, else the same rules
+        mesh={"enabled": True}, lora={"enabled": True}, optimization={"enabled": True},  # off: 503 before the body
+        distillation={"enabled": True, "teacher_base_url": "http://127.0.0.1:9/v1", "teacher_model": "teacher"},
     ))
     yield make_client(services), {"Authorization": f"Bearer {admin_key(services)}"}
 

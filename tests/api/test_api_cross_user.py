@@ -6,7 +6,8 @@ request with A's id. The owner rules (docs/security.md) say what must come back:
 
 - user resources (memories, conversations, snippets, agentic tasks, agent profiles, voice rooms, speaker
   profiles, tool runs, knowledge-graph nodes, dream sessions and insights, quarantined memories, sanitation
-  results and defence patterns, privacy-budget charges, precache predictions, red-team runs and reports, catalog
+  results and defence patterns, privacy-budget charges, precache predictions, red-team runs and reports, training feedback, runs and adapters,
+  distillation runs, catalog
   executions and approvals):
   B gets 404 `NOT_FOUND`, B's lists and searches
   never hold A's item, and no answer to B carries A's text or user id;
@@ -244,6 +245,88 @@ def make_precache(w: World) -> str:
 
 
 RT = "/api/red-team"
+DIST = "/api/distillation"
+
+
+def make_distillation_run(w: World) -> str:
+    """A distillation run of A's (a fake teacher; its fake training run ends active): its id."""
+    from assistant.config.extended import LoraSettings
+    from assistant.learning.types import RunState
+    from tests.assistant.learning.distill_fakes import FakeTeacher, FakeTraining
+
+    distil, training = w.services.distillation, FakeTraining()
+    distil.teachers, distil.training, distil.poll_secs = (lambda user_id: FakeTeacher()), training, 0.01
+    distil.lora = LoraSettings(enabled=True, min_samples=3)
+    run_id = w.ok("a", "POST", f"{DIST}/start", {"prompts": [f"{MARK} question {i}" for i in range(3)]})["run_id"]
+    w.wait("a", f"{DIST}/status", lambda s: s["phase"] == "training")
+    training.finish(RunState.ACTIVE)
+    assert w.wait("a", f"{DIST}/status", lambda s: s["phase"] == "active")["run_id"] == run_id
+    return run_id
+
+
+TRAIN = "/api/training"
+
+
+def make_training_answer(w: World) -> str:
+    """An answer of A's that A rated -1 with a preferred answer: the answer's message id."""
+    message = w.ok("a", "POST", "/v1/chat", {"message": f"Where is {MARK}?"})["id"]
+    w.ok("a", "POST", f"{TRAIN}/feedback", {"message_id": message, "rating": -1, "preferred_answer": MARK})
+    return message
+
+
+def make_training_run(w: World) -> str:
+    """A training run of A's on A's feedback (fake trainer, scorer and converter), ended active: its id."""
+    from tests.assistant.learning.training_support import base_file, use_fakes
+
+    assert w.services.training is not None
+    use_fakes(w.services)
+    w.services.training.base_model = base_file(w.services.data_dir)
+    for _ in range(w.services.settings.lora.min_samples):
+        make_training_answer(w)
+    run_id = w.ok("a", "POST", f"{TRAIN}/start")["id"]
+    assert w.wait("a", f"{TRAIN}/runs/{run_id}", lambda r: r["finished_at"] is not None)["state"] == "active"
+    return run_id
+
+
+OPT = "/api/optimization"
+
+
+def make_optimization_run(w: World) -> str:
+    """A cold-start optimisation run of A's (a small LoCoMo-shaped file), finished: its id."""
+    from tests.assistant.learning.test_optimize import locomo_file
+
+    optimizer = w.services.optimization
+    assert optimizer is not None
+    optimizer.settings = optimizer.settings.model_copy(
+        update={"dataset_path": locomo_file(w.services.settings.data_dir), "max_iterations": 3})
+    run_id = w.ok("a", "POST", f"{OPT}/run", {})["id"]
+    assert w.wait("a", f"{OPT}/status", lambda s: s["state"] != "running")["state"] == "completed"
+    return run_id
+
+
+FED = "/api/v1/federated"
+
+
+def make_federated_round(w: World) -> str:
+    """A federated round of A's with A's peer (named with the marker), which could not be reached: its id."""
+    from assistant.learning.federated import KnownPeer
+    from assistant.learning.federated_identity import load_identity
+    from assistant.learning.federated_transport import PeerUnreachable
+    from assistant.testing.federated import StaticAdapters, write_peft_adapter
+
+    class Unreachable:
+        def exchange(self, *args: Any, **kwargs: Any) -> Any:
+            raise PeerUnreachable("connection refused")
+
+    federated = w.services.federated
+    assert federated is not None
+    peer = load_identity(w.services.data_dir / "peer.key")
+    federated.peers = [KnownPeer(MARK, "http://peer.test", "key", peer.public_key, peer.instance_id, w.a_user)]
+    federated.adapters, federated.transport = StaticAdapters(), Unreachable()
+    federated.adapters.set_active(w.a_user, write_peft_adapter(w.services.data_dir / "adapter-a"), 3)
+    response = w.call("a", "POST", f"{FED}/sync", {})
+    assert response.status_code == 502, response.text
+    return response.json()["error"]["details"]["round_id"]
 
 
 def make_red_team_run(w: World) -> str:
@@ -258,6 +341,11 @@ MAKE: dict[str, Callable[[World], str]] = {
     "quarantined": make_quarantined, "pattern": make_pattern, "sanitation_session": make_sanitation_session,
     "node": make_node,
     "red_team_run": make_red_team_run,
+    "federated_round": make_federated_round,
+    "training_answer": make_training_answer,
+    "training_run": make_training_run,
+    "distillation_run": make_distillation_run,
+    "optimization_run": make_optimization_run,
     "precache": make_precache,
     "answer": make_answer,
     "privacy_charge": make_privacy_charge,
@@ -317,6 +405,20 @@ def intact(w: World, resource: str, ident: str) -> None:
         case "precache":
             (predicted,) = w.ok("a", "GET", f"{PRE}/status")["predictions"]
             assert (predicted["id"], predicted["fresh"]) == (ident, True) and MARK in predicted["query"]
+        case "training_answer":
+            samples = w.ok("a", "GET", f"{TRAIN}/status")["samples"]
+            assert (samples["feedback"], samples["negative"], samples["positive"]) == (1, 1, 0)
+        case "training_run":
+            assert w.ok("a", "GET", f"{TRAIN}/runs/{ident}")["state"] == "active"
+            assert w.ok("a", "GET", f"{TRAIN}/status")["active_adapter"]["run_id"] == ident
+        case "distillation_run":
+            assert w.ok("a", "GET", f"{DIST}/status")["run_id"] == ident
+        case "optimization_run":
+            assert w.ok("a", "GET", f"{OPT}/status")["run"]["id"] == ident
+            assert w.ok("a", "GET", f"{OPT}/history?run_id={ident}")["total"] == 3
+        case "federated_round":
+            (found,) = w.ok("a", "GET", f"{FED}/status")["rounds"]
+            assert (found["id"], found["status"], found["peers"][0]["name"]) == (ident, "failed", MARK)
         case "red_team_run":
             assert w.ok("a", "GET", f"{RT}/report")["id"] == ident
             assert w.ok("a", "GET", "/api/v1/immune/status")["red_team"]["latest"]["run_id"] == ident
@@ -386,6 +488,24 @@ TABLE: list[Row] = [
     *rows("red_team_run", ("b", "GET", f"{RT}/runs/{{id}}"), ("admin", "GET", f"{RT}/runs/{{id}}?attacks=true"),
           ("b", "GET", f"{RT}/report"), ("admin", "GET", f"{RT}/report?attacks=true"),
           ("b", "GET", "/api/v1/immune/status", None, 200)),
+    # distillation: a run is A's alone (the admin key is another user here too)
+    *rows("distillation_run", ("b", "GET", f"{DIST}/status?run_id={{id}}"),
+          ("admin", "GET", f"{DIST}/status?run_id={{id}}"), ("b", "POST", f"{DIST}/cancel"),
+          ("b", "GET", f"{DIST}/status", None, 200)),
+    # optimisation: A's runs, trials and applied parameters are A's alone (the admin key is another user here too)
+    *rows("optimization_run", ("b", "GET", f"{OPT}/history?run_id={{id}}", None, 200),
+          ("admin", "GET", f"{OPT}/history", None, 200), ("b", "GET", f"{OPT}/status", None, 200),
+          ("b", "POST", f"{OPT}/cancel")),
+    # training: feedback on A's answer, A's runs and adapter are A's alone (the admin key is another user here too)
+    *rows("training_answer", ("b", "POST", f"{TRAIN}/feedback", {"message_id": "{id}", "rating": 1}),
+          ("admin", "POST", f"{TRAIN}/feedback", {"message_id": "{id}", "rating": 1, "preferred_answer": "mine"}),
+          ("b", "GET", f"{TRAIN}/status", None, 200)),
+    *rows("training_run", ("b", "GET", f"{TRAIN}/runs/{{id}}"), ("admin", "GET", f"{TRAIN}/runs/{{id}}"),
+          ("b", "POST", f"{TRAIN}/runs/{{id}}/cancel"), ("b", "GET", f"{TRAIN}/status", None, 200),
+          ("admin", "GET", f"{TRAIN}/status", None, 200)),
+    # federated sync: A's rounds, peers and adapter are A's alone (the admin key is another user here too)
+    *rows("federated_round", ("b", "GET", f"{FED}/status", None, 200), ("admin", "GET", f"{FED}/status", None, 200),
+          ("b", "POST", f"{FED}/sync", {}, 409), ("b", "POST", f"{FED}/sync", {"peers": [MARK]}, 422)),
     # the admin key is the installation owner's: another user, as far as A's graph goes
     *rows("node", ("b", "GET", f"{K}/nodes/{{id}}"), ("admin", "GET", f"{K}/nodes/{{id}}"),
           ("b", "GET", f"{K}/graph?center={{id}}"), ("b", "GET", f"{K}/graph", None, 200),
@@ -442,7 +562,11 @@ def fill(value: Any, ident: str) -> Any:
 @pytest.fixture
 def world(make_settings, make_services, make_client, model) -> World:
     services = make_services(make_settings(voice={"rooms": {"default_volume": 80}}, cognitive_load={"enabled": True},
-                                           red_team={"enabled": True}), model)
+                                           red_team={"enabled": True}, federated={"enabled": True},
+                                           optimization={"enabled": True, "seed": 5},
+                                           lora={"enabled": True, "min_samples": 2, "auto_start": False},
+                                           distillation={"enabled": True, "teacher_base_url": "http://teacher:8000",
+                                                         "teacher_model": "big"}), model)
     assert services.voice is not None
     services.voice.speakers = SpeakerRegistry(SpeakerStore(services.db, services.sealer),
                                               services.settings.voice.speaker_id, FakeSpeakerEmbedder())

@@ -16,14 +16,18 @@ from api.routes import (
     chat,
     cognitive,
     commands,
+    distillation,
     dream,
     explain,
+    federated,
     health,
     immune,
     knowledge,
     memories,
+    mesh,
     metrics,
     openai_compat,
+    optimization,
     precache,
     privacy,
     quarantine,
@@ -34,6 +38,7 @@ from api.routes import (
     sovereignty,
     system,
     tools,
+    training,
     voice,
     webhooks,
 )
@@ -76,7 +81,7 @@ def test_openapi_includes_every_route(spec: dict) -> None:
         for module in (chat, health, memories, metrics, system, tools, snippets, catalog, approvals, commands,
                        agent_profiles, agentic, webhooks, voice, knowledge, dream, quarantine, sanitation,
                        openai_compat, precache, explain, cognitive, privacy, sovereignty, red_team, immune,
-                       signals)
+                       signals, mesh, distillation, federated, training, optimization)
         for r in module.router.routes
         if isinstance(r, APIRoute) and r.include_in_schema
     }

@@ -92,6 +92,17 @@ def test_generation_options_reach_the_engine(client, auth, model: ScriptedChatMo
     assert (options.temperature, options.max_tokens, options.tools, options.json_schema) == (0.1, 7, (), None)
 
 
+def test_the_callers_lora_adapter_applies_as_in_the_assistants_chat(client, auth, services: Services,
+                                                                    model: ScriptedChatModel, tmp_path) -> None:
+    owner = str(services.keys.owner_user_id())
+    services.chat.adapter_for = lambda user_id: tmp_path / "owner.gguf" if user_id == owner else None
+    client.post(URL, json=body(), headers=auth)
+    assert model.calls[-1][1].adapter == str(tmp_path / "owner.gguf")
+    services.chat.adapter_for = lambda user_id: None  # another user's (or no) adapter: the base model
+    client.post(URL, json=body(), headers=auth)
+    assert model.calls[-1][1].adapter is None
+
+
 def test_max_tokens_cuts_with_length(client, auth, model: ScriptedChatModel) -> None:
     model.enqueue("one two three four")
     choice = client.post(URL, json=body(max_tokens=2), headers=auth).json()["choices"][0]

@@ -21,6 +21,7 @@ from assistant.storage.migrations import (  # noqa: F401 - registers the migrati
     m027_training,  # issue 18: learning and sharing
     m028_optimization,
     m029_federated,
+    m030_distillation,
 )
 from assistant.storage.migrations.registry import MIGRATIONS, Connection, Migration, migration
 

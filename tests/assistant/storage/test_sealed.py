@@ -285,6 +285,21 @@ def _prediction_read(s: Stores, user: str, row_id: str) -> str:
     return next(r.query for r in PrecacheStats(s.db, s.sealer).history(user) if r.id == row_id)
 
 
+def _feedback(s: Stores, user: str, text: str) -> str:
+    """Training feedback (assistant/learning/feedback.py) whose correction is ``text``."""
+    from assistant.learning.feedback import FeedbackStore
+
+    _, reply, _ = s.conversations.record_exchange(user_id=user, conversation_id=None, user_message="question",
+                                                  reply="answer", model="m", prompt_tokens=1, completion_tokens=1)
+    return FeedbackStore(s.db, s.sealer, s.conversations).submit(user, reply, -1, correction=text).id
+
+
+def _feedback_read(s: Stores, user: str, row_id: str) -> str:
+    from assistant.learning.feedback import FeedbackStore
+
+    return str(FeedbackStore(s.db, s.sealer, s.conversations).get(user, row_id).correction)
+
+
 DUE = datetime.now(UTC) + timedelta(days=1)
 
 CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[Stores, str, str], str]]] = {
@@ -336,6 +351,7 @@ CASES: dict[tuple[str, str], tuple[Callable[[Stores, str, str], str], Callable[[
     ("red_team_runs", "body_sealed"): (_red_team, _red_team_read),
     ("explanations", "body_sealed"): (_explanation, _explanation_read),
     ("precache_predictions", "query_sealed"): (_prediction, _prediction_read),
+    ("training_feedback", "body_sealed"): (_feedback, _feedback_read),
     ("voice_embeddings", "embedding"): (_speaker, lambda s, u, r: str(s.speakers.embeddings(DIM))),
     ("agent_profiles", "profile_sealed"): (
         lambda s, u, t: s.profiles.create(u, ProfileDraft(name=f"P{uuid4().hex[:6]}", role=t)).id,
