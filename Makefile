@@ -78,6 +78,12 @@ bench: setup
 	$(BIN)/python benchmarks/graph_dashboard.py
 	$(BIN)/python benchmarks/dream.py --part nrem --sizes 10000,100000 --embedder hashing --night-embedder minilm
 	$(BIN)/python benchmarks/dream.py --part locomo
+	$(BIN)/python benchmarks/training.py
+	$(BIN)/python benchmarks/lora_adapter.py
+	$(BIN)/python benchmarks/optimization.py
+	$(BIN)/python benchmarks/distillation.py
+	$(BIN)/python benchmarks/federated.py
+	$(BIN)/python benchmarks/mesh.py
 
 clean-venv:
 	rm -rf $(VENV)
