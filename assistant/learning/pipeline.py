@@ -96,7 +96,7 @@ def execute(service: Any, job: Job) -> Run:
             shutil.copytree(job.adapter, peft_dir, dirs_exist_ok=True)
         check()
         run.state = RunState.EVALUATING
-        service.update(run, phase="converting", step=0, total_steps=0)
+        service.update(run, phase="converting")  # the training steps stay: they are done
         service.converter(peft_dir, service.base_model, gguf)
         check()
         if service.smoke_check is not None:

@@ -53,6 +53,9 @@ class Run:
 
     @property
     def fraction(self) -> float:
+        """Training steps done, 0..1; a run that got to a decision (active or rejected) is done: 1.0."""
+        if self.state in (RunState.ACTIVE, RunState.REJECTED):
+            return 1.0
         return round(self.step / self.total_steps, 4) if self.total_steps else 0.0
 
     def progress(self) -> dict[str, Any]:

@@ -90,6 +90,10 @@ def test_training_progress_signals(make: Callable[..., Services]) -> None:
                                                                                  (3, 3, 1.0)]
     assert all(s.user_id == ALICE and s.data["run_id"] == run.id for s in got)
     assert got[-1].data["state"] == "active"
+    # converting and evaluating keep the finished training steps; a decided run is complete
+    after = [(s.data["phase"], s.data["step"], s.data["total_steps"]) for s in got if s.data["phase"] == "converting"]
+    assert after and all(step == total == 3 for _, step, total in after)
+    assert got[-1].value == 1.0 and services.training.get_run(ALICE, run.id).progress()["fraction"] == 1.0
 
 
 def test_a_rejected_run_keeps_the_previous_adapter(make: Callable[..., Services]) -> None:
