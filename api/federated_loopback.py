@@ -27,7 +27,7 @@ import uvicorn
 
 from api.cli import uvicorn_options
 from api.main import create_app
-from assistant.config import Settings
+from assistant.config import Settings, deep_merge
 from assistant.learning.federated_identity import load_identity
 from assistant.services import Services, build_services
 from assistant.testing.federated import StaticAdapters
@@ -40,15 +40,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
-    return into
 
 
 @dataclass
@@ -118,7 +109,7 @@ def loopback_pair(workdir: Path, peft_dirs: dict[str, tuple[Path, int]] | None =
                               "peers": [{"name": other, "url": urls[other], "api_key": keys[other],
                                          "public_key": identities[other].public_key_b64, "user_id": users[name]}]},
             }
-            services = build_services(Settings.load(**_merge(base, dict(sections))))
+            services = build_services(Settings.load(**deep_merge(base, dict(sections))))
             pair.services[name] = services
             assert services.federated is not None
             if adapters is not None:

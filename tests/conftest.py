@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from assistant.config import Settings
+from assistant.config import Settings, deep_merge
 from assistant.llm.scripted import ScriptedChatModel
 from assistant.services import Services, build_services
 
@@ -33,15 +33,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.upper().startswith("ASSISTANT_") and name != "ASSISTANT_TESTING":
             monkeypatch.delenv(name)
-
-
-def _merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
-    return into
 
 
 @pytest.fixture
@@ -63,7 +54,7 @@ def make_settings(tmp_path: Path, clean_env: None) -> Callable[..., Settings]:
             # clock (tests/assistant/extended/test_cognitive.py, tests/api/test_api_explain.py).
             "cognitive_load": {"enabled": False},
         }
-        return Settings.load(**_merge(base, sections))
+        return Settings.load(**deep_merge(base, sections))
 
     return make
 

@@ -140,6 +140,7 @@ __all__ = [
     "WeatherSettings",
     "WebSearchSettings",
     "WhisperModeSettings",
+    "deep_merge",
     "describe_errors",
 ]
 
@@ -223,19 +224,21 @@ class Settings(BaseSettings):
                 raise ConfigError(f"config file {path} does not exist") from None
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-        _deep_merge(values, overrides)
+        deep_merge(values, overrides)
         try:
             return cls(**values)
         except ValidationError as exc:
             raise ConfigError(describe_errors(exc, source=str(config_file or "settings"))) from None
 
 
-def _deep_merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+def deep_merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``other``'s values merged into ``into`` (nested sections merged key by key, the rest replaced); ``into``."""
     for key, value in other.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _deep_merge(into[key], value)
+            deep_merge(into[key], value)
         else:
             into[key] = value
+    return into
 
 
 def _field_range(loc: tuple[Any, ...]) -> str | None:

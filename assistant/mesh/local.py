@@ -12,7 +12,7 @@ from assistant.chat.completions import CallsEvent, CompletionDone, Completions, 
 from assistant.chat.completions_input import Completion, MemorySwitch
 from assistant.chat.service import ChatService
 from assistant.errors import ServiceUnavailableError
-from assistant.mesh.types import MeshRequest, Reply, Usage
+from assistant.mesh.types import MeshRequest, Reply
 
 NO_MEMORY = MemorySwitch(retrieve=False, learn=False)
 
@@ -51,4 +51,4 @@ class ChatLocalEngine:
         if done is None:
             raise ServiceUnavailableError("the local engine ended without finishing the answer")
         return Reply(content="".join(parts), model=done.model, finish_reason=done.finish_reason,
-                     usage=Usage(done.usage.prompt, done.usage.completion))
+                     usage=done.usage)

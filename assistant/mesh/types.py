@@ -9,6 +9,7 @@ from typing import Any
 
 from assistant.errors import AssistantError
 from assistant.llm.base import ChatMessage
+from assistant.llm.base import TokenUsage as Usage  # a reply's tokens: the engines' own value
 
 LOCAL = "local"  # ``served_by`` of an answer of the local engine (a peer may not take this name)
 
@@ -28,16 +29,6 @@ class MeshRequest:
     peer: str | None = None
     local_only: bool = False
     allow_fallback: bool = True
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)
@@ -85,8 +76,8 @@ class MeshAnswer:
     def as_dict(self) -> dict[str, Any]:
         r = self.reply
         return {"content": r.content, "model": r.model, "finish_reason": r.finish_reason,
-                "usage": {"prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens,
-                          "total_tokens": r.usage.total_tokens},
+                "usage": {"prompt_tokens": r.usage.prompt, "completion_tokens": r.usage.completion,
+                          "total_tokens": r.usage.total},
                 "served_by": self.served_by, "fallback_reason": self.fallback_reason,
                 "latency_ms": round(self.latency_ms, 1), "route": [a.as_dict() for a in self.route]}
 

@@ -22,9 +22,8 @@ SESSIONS = 3  # per conversation: a small slice keeps the embedding short
 
 
 def locomo_slice(tmp_path: Path) -> Path:
-    source = default_path()
-    if not source.exists():
-        pytest.skip(f"the LoCoMo dev set is not here ({source}): ../shared/benchmarks is missing")
+    source = default_path()  # ../shared/benchmarks, next to the clone in CI: missing is a failure, not a skip
+    assert source.exists(), f"the LoCoMo dev set is not here ({source}): ../shared/benchmarks is missing"
     return slice_dataset(source, tmp_path / "locomo_slice.json", conversations=2, sessions=SESSIONS)
 
 
