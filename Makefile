@@ -4,20 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONVERTER := $(VENV)/share/llama.cpp-convert
-# llama-cpp-python builds from source (9-17 min on 2 cores); pip caches the wheel afterwards.
+# llama-cpp-python builds from source with llama.cpp's runtime CPU dispatch (scripts/llama_wheel.sh:
+# one CPU library per instruction-set level, AMX excluded; assistant/llm/cpu_backend.py picks and
+# self-tests one at start-up). A cold build takes about BUILD_MINUTES min on 2 cores; the wheel is
+# cached in ~/.cache/assistant/wheels afterwards. LLAMA_CPU=portable builds the old single AVX2 library.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-# A portable CPU build (AVX2/FMA/F16C): a native build enables AVX-512/AMX where the CPU has them,
-# and llama.cpp then segfaults in decode on VMs that do not grant AMX tile state (seen here).
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_CPU ?= variants
+export LLAMA_CPU
+LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml | head -1)
+LLAMA_STAMP := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_CPU)
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 .PHONY: setup model run test lab bench clean-venv
 
 setup: $(STAMP) $(CONVERTER)/VERSION model
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+
+# before `pip install -e .`, so that pip finds llama-cpp-python installed and does not build it itself
+$(LLAMA_STAMP): scripts/llama_wheel.sh pyproject.toml | $(BIN)/python
+	bash scripts/llama_wheel.sh $(BIN) $(LLAMA_VERSION)
+	rm -f $(VENV)/.llama-*; touch $@
+
+$(STAMP): pyproject.toml $(LLAMA_STAMP)
 	# torch first, pinned: an unpinned torch pulls gigabytes of CUDA packages.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[lab,test]'
@@ -30,13 +41,13 @@ $(STAMP): pyproject.toml
 # LoRA adapters (assistant/learning/convert.py) become GGUF through llama.cpp's own
 # convert_lora_to_gguf.py. It is not on PyPI; llama-cpp-python's sdist on PyPI is the registry's copy
 # of llama.cpp (vendor/llama.cpp, MIT licence, kept with it as LICENSE). So the sdist of the installed
-# version is downloaded (no build; 76 MB, deleted once extracted) and only the converter,
+# version (76 MB, kept in the wheel cache by scripts/llama_wheel.sh) is read and only the converter,
 # convert_hf_to_gguf.py, its model classes (conversion/), its gguf-py and the LICENSE are extracted
 # (3 MB). Idempotent: skipped while VERSION matches the installed llama-cpp-python.
 $(CONVERTER)/VERSION: $(STAMP)
 	@set -e; version=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))'); \
 	if [ "$$(cat $@ 2>/dev/null)" = "$$version" ]; then touch $@; exit 0; fi; \
-	cache=$(VENV)/cache/llama-cpp-python-sdist; sdist=$$cache/llama_cpp_python-$$version.tar.gz; \
+	cache=$${ASSISTANT_WHEEL_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/assistant/wheels}/sdist; sdist=$$cache/llama_cpp_python-$$version.tar.gz; \
 	mkdir -p $$cache; \
 	test -f $$sdist || $(BIN)/pip download --quiet --no-deps --no-binary :all: -d $$cache "llama-cpp-python==$$version"; \
 	rm -rf $(CONVERTER).tmp; mkdir -p $(CONVERTER).tmp; \
@@ -44,7 +55,7 @@ $(CONVERTER)/VERSION: $(STAMP)
 	tar -xzf $$sdist -C $(CONVERTER).tmp --strip-components=3 $$top/convert_lora_to_gguf.py \
 	  $$top/convert_hf_to_gguf.py $$top/conversion $$top/gguf-py $$top/LICENSE; \
 	echo $$version > $(CONVERTER).tmp/VERSION; \
-	rm -rf $(CONVERTER); mv $(CONVERTER).tmp $(CONVERTER); rm -f $$sdist; \
+	rm -rf $(CONVERTER); mv $(CONVERTER).tmp $(CONVERTER); \
 	echo "llama.cpp's LoRA converter $$version in $(CONVERTER)"
 
 model: $(STAMP)

@@ -27,7 +27,9 @@ app = typer.Typer(help="A self-hosted personal assistant.", no_args_is_help=True
 models_app = typer.Typer(help="Packaged GGUF models.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys (only their hashes are stored).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+engine_app = typer.Typer(help="The embedded llama.cpp engine on this machine.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(engine_app, name="engine")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default ~/.local/share/assistant).")]
@@ -159,6 +161,41 @@ def models_install(
     except AssistantError as exc:
         fail(exc.message, 1)
     typer.echo(f"{name} installed at {path} (sha256 verified)")
+
+
+@engine_app.command("cpu")
+def engine_cpu(
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    retest: Annotated[bool, typer.Option(help="Self-test the variants again instead of using the cached verdict.")] = False,
+    path: Annotated[bool, typer.Option("--path", help="Print only the chosen library's path, e.g. for "
+                                       "`GGML_BACKEND_PATH=$(assistant engine cpu --path) python -m llama_cpp.server`.")] = False,
+) -> None:
+    """Choose the llama.cpp CPU variant as `assistant serve` does (self-tests in child processes) and say which."""
+    from assistant.llm.cpu_backend import ensure_cpu_backend, lib_dir
+    from assistant.llm.cpu_variants import built_variants, candidates, machine_arch, parse_cpu_flags, read_cpuinfo
+    from assistant.llm.llama_cpp import create
+
+    settings = load_settings(config, data_dir)
+    engine = create(settings.inference, settings.data_dir)
+    model = engine.path_of(settings.inference.model)
+    try:
+        info = ensure_cpu_backend(requested=settings.inference.cpu_variant, threads=engine.sizes.threads,
+                                  model=model if model is not None and model.is_file() else None, retest=retest)
+    except AssistantError as exc:
+        fail(exc.message, 1)
+        raise
+    if path:
+        if info.path is None:
+            fail("this llama-cpp-python build has no CPU variants (built without runtime dispatch)", 1)
+        typer.echo(info.path)
+        return
+    eligible = candidates(built_variants(lib_dir()), parse_cpu_flags(read_cpuinfo()), arch=machine_arch())
+    typer.echo(info.describe())
+    typer.echo(f"  runs on this CPU, best first: {', '.join(v.name for v in eligible) or 'none'}")
+    typer.echo(f"  features in use: {', '.join(info.features)}")
+    sizes = engine.sizes
+    typer.echo(f"  threads {sizes.threads} (batch {sizes.batch_threads}), batch {sizes.batch_size}, ubatch {sizes.ubatch_size}")
 
 
 @models_app.command("list")

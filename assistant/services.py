@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assistant.agents.profiles import ProfileStore
 from assistant.agents.tasks import AgenticService, build_agentic
@@ -217,6 +217,21 @@ class Services:
     def cache_hit_rate(self) -> float:
         stats = getattr(self.chat_model, "cache_stats", None)
         return round(stats.hit_rate, 4) if stats is not None else 0.0
+
+    def engine_status(self) -> dict[str, Any]:
+        """The engine's backend, llama.cpp CPU variant (once loaded) and sizes, for /v1/system/status."""
+        from assistant.llm import cpu_backend
+
+        status: dict[str, Any] = {"backend": self.settings.inference.backend}
+        sizes = getattr(self.chat_model, "sizes", None)
+        if sizes is not None:  # the embedded engine
+            status.update(sizes.__dict__)
+            info = cpu_backend.current()
+            if info is not None:
+                status.update(cpu_variant=info.variant, cpu_variant_source=info.source, cpu_features=info.features,
+                              rejected_variants=info.rejected,
+                              self_test_tokens_per_second=info.self_test_tokens_per_second)
+        return status
 
     def close(self) -> None:
         if self.voice is not None:

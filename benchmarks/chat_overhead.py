@@ -149,6 +149,7 @@ def streaming(rounds: int, max_tokens: int, threads: int) -> dict[str, float]:
 
     from assistant.config import Settings
     from assistant.llm.catalog import DEFAULT_MODEL, install_model
+    from assistant.llm.cpu_backend import ensure_cpu_backend
 
     model_path = install_model(DEFAULT_MODEL, Settings().data_dir)
     system = Settings().inference.system_prompt
@@ -159,6 +160,7 @@ def streaming(rounds: int, max_tokens: int, threads: int) -> dict[str, float]:
         key = create_key(config)
         port = free_port()
         serve = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]
+        ensure_cpu_backend(model=model_path, threads=threads)  # the same CPU variant the server loads
         llm = Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
         raw_rates, api_rates = [], []
         with server(serve, port) as base, httpx.Client() as client:

@@ -16,7 +16,12 @@ def status(user: CurrentPrincipal, services: ServicesDep) -> SystemStatus:
     """Real figures of this process: RSS in MiB, CPU percent since the previous call (100 = one
     core), the database size on disk (with its WAL), request and inference counts, and
     `cache_hit_rate`: the share of prompt tokens the engine served from its KV prefix cache
-    (0.0 for engines that do not report it)."""
+    (0.0 for engines that do not report it).
+
+    `engine` (beyond the spec): the inference backend and, for the embedded llama.cpp engine, the CPU
+    variant in use (`zen4`, `haswell` = the portable build, ...), how it was chosen (a self-test in a
+    child process at first start, or its cached verdict), the variants rejected on this machine, and
+    the thread and batch sizes (chosen from physical cores and memory unless set). Any key."""
     system = services.system
     return SystemStatus(
         version=system.version(),
@@ -32,6 +37,7 @@ def status(user: CurrentPrincipal, services: ServicesDep) -> SystemStatus:
             "inference_requests": services.metrics.inference_total,
             "cache_hit_rate": services.cache_hit_rate(),
         },
+        engine=services.engine_status(),
     )
 
 

@@ -58,12 +58,38 @@ class Statistics(BaseModel):
     cache_hit_rate: float
 
 
+class RejectedVariant(BaseModel):
+    variant: str
+    reason: str = Field(description="why its self-test failed, e.g. `killed by SIGSEGV`")
+
+
+class EngineStatus(BaseModel):
+    """How the embedded engine runs on this machine (beyond the spec)."""
+
+    backend: str = Field(description="`inference.backend`: llama-cpp, ollama or openai")
+    cpu_variant: str | None = Field(
+        None, description="the llama.cpp CPU build in use (e.g. `zen4`, `haswell` = the portable one); null "
+        "before the embedded model loads, for a build without runtime dispatch, and for other backends")
+    cpu_variant_source: str | None = Field(
+        None, description="`self-test` (tested in a child process at this start), `cache` (an earlier test on "
+        "this build, CPU and kernel), `setting` (`inference.cpu_variant`), `untested`, or `static` (no dispatch)")
+    cpu_features: list[str] = Field(default_factory=list, description="instruction sets llama.cpp reports in use")
+    rejected_variants: list[RejectedVariant] = Field(
+        default_factory=list, description="better variants that failed their self-test here")
+    self_test_tokens_per_second: float | None = None
+    threads: int | None = Field(None, description="generation threads (default: physical cores)")
+    batch_threads: int | None = None
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+
+
 class SystemStatus(BaseModel):
     version: str
     uptime_seconds: int
     environment: str
     resources: Resources
     statistics: Statistics
+    engine: EngineStatus
 
 
 class Model(BaseModel):

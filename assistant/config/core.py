@@ -100,7 +100,15 @@ class InferenceSettings(Section):
     model_path: Path | None = None  # a GGUF outside the data directory (llama-cpp only)
     base_url: str | None = None  # ollama / openai backends
     api_key: str | None = None  # openai backend
-    threads: int = Field(2, ge=1, le=256)
+    # Engine sizes (assistant/llm/machine.py): unset = chosen from the machine: threads = physical
+    # cores this process may use, batch_threads = threads, batch sizes from memory (512 from 8 GiB).
+    threads: int | None = Field(None, ge=1, le=256)
+    batch_threads: int | None = Field(None, ge=1, le=256)
+    batch_size: int | None = Field(None, ge=8, le=131_072)
+    ubatch_size: int | None = Field(None, ge=8, le=131_072)
+    # llama.cpp CPU variant (assistant/llm/cpu_backend.py): "auto" picks the best this CPU runs and
+    # self-tests it in a subprocess (falling back to the portable "haswell"); a name forces one.
+    cpu_variant: str = "auto"
     context_length: int = Field(4096, ge=256, le=131_072)
     max_tokens: int = Field(512, ge=1, le=131_072)
     temperature: float = Field(0.7, ge=0.0, le=2.0)
@@ -110,6 +118,15 @@ class InferenceSettings(Section):
     health_cache_secs: float = Field(5.0, ge=0, le=3600)
     prompt_cache_mb: int = Field(256, ge=0, le=65_536)
     history_messages: int = Field(20, ge=0, le=1000)
+
+    @field_validator("cpu_variant")
+    @classmethod
+    def _known_variant(cls, value: str) -> str:
+        from assistant.llm.cpu_variants import VARIANTS
+
+        if value != "auto" and value not in VARIANTS:
+            raise ValueError(f"must be 'auto' or a llama.cpp CPU variant: {', '.join(VARIANTS)}")
+        return value
 
 
 # --- memory, tools, agents -----------------------------------------------------------------------

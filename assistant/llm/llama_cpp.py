@@ -58,6 +58,8 @@ from assistant.llm.base import (
 )
 from assistant.llm.call_decision import FirstTokens, call_probability, choose_first, decide_call, top_opens_call
 from assistant.llm.catalog import PACKAGED_MODELS, models_dir
+from assistant.llm.cpu_backend import ensure_cpu_backend
+from assistant.llm.machine import engine_sizes
 from assistant.llm.tool_format import (
     ANSWER,
     AUTO,
@@ -135,9 +137,13 @@ class LlamaCppChatModel:
         data_dir: Path,
         *,
         model_path: Path | None = None,
-        threads: int = 2,
+        threads: int | None = None,
         context_length: int = 4096,
         call_threshold: float | None = None,
+        batch_threads: int | None = None,
+        batch_size: int | None = None,
+        ubatch_size: int | None = None,
+        cpu_variant: str = "auto",
     ):
         self.default_model = model
         # With tool_choice "auto": None lets the model write freely (a call it starts is finished
@@ -146,8 +152,12 @@ class LlamaCppChatModel:
         self.last_call_probability: float | None = None  # of the last constrained "auto" decision
         self.data_dir = Path(data_dir)
         self.model_path = model_path
-        self.threads = threads
         self.context_length = context_length
+        # unset figures come from the machine (physical cores, memory): assistant/llm/machine.py
+        self.sizes = engine_sizes(threads=threads, batch_threads=batch_threads, batch_size=batch_size,
+                                  ubatch_size=ubatch_size, context_length=context_length)
+        self.threads = self.sizes.threads
+        self.cpu_variant = cpu_variant
         self.cache_stats = CacheStats()
         self._loaded: OrderedDict[str, tuple[Any, _Counts]] = OrderedDict()
         self._formatters: dict[str, Any] = {}
@@ -198,14 +208,19 @@ class LlamaCppChatModel:
             path = self.path_of(name)
             if path is None or not path.is_file():
                 raise ServiceUnavailableError(self.missing_message(name))
+            # the CPU variant first (process-wide, once): a variant that dies in its self-test is
+            # rejected in a child process, and one that cannot run here is a clear error, not a segfault
+            ensure_cpu_backend(requested=self.cpu_variant, model=path, threads=self.sizes.threads)
             from llama_cpp import Llama
 
             try:
                 llm = Llama(
                     model_path=str(path),
                     n_ctx=self.context_length,
-                    n_threads=self.threads,
-                    n_threads_batch=self.threads,
+                    n_threads=self.sizes.threads,
+                    n_threads_batch=self.sizes.batch_threads,
+                    n_batch=self.sizes.batch_size,
+                    n_ubatch=self.sizes.ubatch_size,
                     verbose=False,
                 )
             except Exception as exc:  # llama.cpp raises ValueError for unreadable files
@@ -492,4 +507,8 @@ def create(settings: InferenceSettings, data_dir: Path) -> LlamaCppChatModel:
         model_path=settings.model_path,
         threads=settings.threads,
         context_length=settings.context_length,
+        batch_threads=settings.batch_threads,
+        batch_size=settings.batch_size,
+        ubatch_size=settings.ubatch_size,
+        cpu_variant=settings.cpu_variant,
     )

@@ -15,7 +15,7 @@ def status(client, auth) -> dict:  # noqa: ANN001
 
 def test_status_shape(client, auth) -> None:
     body = status(client, auth)
-    assert set(body) == {"version", "uptime_seconds", "environment", "resources", "statistics"}
+    assert set(body) == {"version", "uptime_seconds", "environment", "resources", "statistics", "engine"}
     assert body["version"] == assistant.__version__
     assert isinstance(body["uptime_seconds"], int)
     assert body["uptime_seconds"] >= 0
@@ -28,6 +28,31 @@ def test_status_shape(client, auth) -> None:
     statistics = body["statistics"]
     assert set(statistics) == {"requests_total", "inference_requests", "cache_hit_rate"}
     assert statistics["cache_hit_rate"] == 0.0
+
+
+def test_status_engine_of_a_non_embedded_backend(client, auth) -> None:
+    engine = status(client, auth)["engine"]
+    assert engine["backend"] == "scripted"
+    assert engine["cpu_variant"] is None and engine["threads"] is None and engine["rejected_variants"] == []
+
+
+def test_status_engine_reports_the_cpu_variant_and_sizes(make_settings, make_services, make_client, tmp_path,
+                                                         monkeypatch) -> None:
+    from assistant.llm import cpu_backend
+    from assistant.llm.llama_cpp import LlamaCppChatModel
+
+    engine = LlamaCppChatModel("m", tmp_path, threads=3, batch_size=256, ubatch_size=128)
+    services = make_services(make_settings(), chat_model=engine)
+    key, _ = services.keys.create("k")
+    info = cpu_backend.BackendInfo("haswell", "self-test", features=["AVX2", "FMA"],
+                                   rejected=[{"variant": "zen4", "reason": "killed by SIGSEGV"}],
+                                   self_test_tokens_per_second=21.5)
+    monkeypatch.setattr(cpu_backend, "_current", info)
+    body = status(make_client(services), {"Authorization": f"Bearer {key}"})["engine"]
+    assert body["cpu_variant"] == "haswell" and body["cpu_variant_source"] == "self-test"
+    assert body["rejected_variants"] == [{"variant": "zen4", "reason": "killed by SIGSEGV"}]
+    assert (body["threads"], body["batch_threads"], body["batch_size"], body["ubatch_size"]) == (3, 3, 256, 128)
+    assert body["cpu_features"] == ["AVX2", "FMA"] and body["self_test_tokens_per_second"] == 21.5
 
 
 def test_status_counts_requests(client, auth) -> None:

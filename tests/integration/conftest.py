@@ -38,7 +38,7 @@ def small_model_path() -> Path:
 def embedded_server(tmp_path: Path, default_model_path: Path) -> Iterator[tuple[str, dict[str, str], Services]]:
     live, key = serve(
         tmp_path,
-        inference={"model_path": str(default_model_path), "threads": 2, "temperature": 0.0, "max_tokens": 48},
+        inference={"model_path": str(default_model_path), "temperature": 0.0, "max_tokens": 48},
         security={"rate_limit_enabled": False},
         # These messages need no tool. With every tool offered (the default, "all") the 0.5B model
         # calls list_reminders for "Count from one to five in words." and then answers "I'm sorry,

@@ -8,6 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from assistant.llm.cpu_backend import lib_dir
+from assistant.llm.cpu_variants import built_variants, candidates, machine_arch, parse_cpu_flags, read_cpuinfo
+from assistant.llm.machine import physical_cores
 from tests.integration.support import stream_chat
 
 pytestmark = pytest.mark.integration
@@ -44,6 +47,13 @@ def test_chat_answers_and_continues_the_conversation(embedded_server):
         status = client.get(f"{base}/v1/system/status", headers=headers).json()
         assert status["statistics"]["cache_hit_rate"] > 0
         assert status["statistics"]["inference_requests"] == 2
+        # the engine runs the CPU variant chosen for this machine, with threads from its physical cores
+        engine = status["engine"]
+        eligible = [v.name for v in candidates(built_variants(lib_dir()), parse_cpu_flags(read_cpuinfo()),
+                                               arch=machine_arch())]
+        assert engine["backend"] == "llama-cpp" and engine["cpu_variant"] in eligible
+        assert engine["cpu_variant_source"] in ("self-test", "cache")
+        assert engine["threads"] == physical_cores() and engine["batch_size"] >= engine["ubatch_size"]
 
     stored = services.conversations.messages(reply["conversation_id"])
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from assistant.llm.base import ChatMessage, GenerationOptions, collect
+from assistant.llm.cpu_backend import ensure_cpu_backend
 from assistant.llm.openai_compat import OpenAIChatModel
 from tests.integration.support import free_port
 
@@ -21,10 +23,14 @@ def llama_server(small_model_path, tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = open(log_path, "w")  # a file, not a pipe: the server logs more than a pipe buffer holds
+    # llama-cpp-python's server loads no CPU variant itself: it is named as a user does, with the one
+    # `assistant engine cpu --path` prints (the self-tested choice of this machine)
+    info = ensure_cpu_backend(model=small_model_path, threads=2)
+    env = {**os.environ, **({"GGML_BACKEND_PATH": info.path} if info.path else {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(small_model_path), "--model_alias", "smollm2",
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT, text=True,
+        stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
     )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120

@@ -1,0 +1,117 @@
+"""Engine speed: the shipped llama.cpp CPU variant against the portable build, in the same run.
+
+Arms, each in a child process of its own (a CPU variant is process-wide; :mod:`assistant.llm.speed`),
+same model, same prompt:
+
+- ``portable``: the ``haswell`` variant: AVX2/FMA/F16C/BMI2, exactly the instruction set of the
+  single portable library the project shipped before runtime dispatch (``LLAMA_CPU=portable``);
+- ``shipped``: what ``inference.cpu_variant = "auto"`` loads on this machine (self-tested; ``zen4``
+  on an AVX-512 Zen 4);
+- ``--portable-lib DIR`` adds ``portable-build``: a separately built portable library
+  (``LLAMA_CPP_LIB_PATH``), to confirm that ``haswell`` is the portable build's speed.
+
+For 1 and 2 threads each arm measures prompt processing (tokens/s over a fixed prompt of
+``--prompt-tokens``, KV cache cleared), generation (tokens/s over ``--gen-tokens`` greedy tokens,
+end-of-sequence banned so every run makes the same number) and time to first token (prompt
+evaluation plus the first token's choice). Rounds alternate the arms' order so machine noise hits
+both; medians are printed with the ratio shipped / portable.
+
+Target: generation >= 1.6 x portable on a CPU with AVX-512, and no slower (>= 0.95, the noise
+floor here) on one without.
+
+    .venv/bin/python benchmarks/engine.py [--rounds 3] [--threads 1,2] [--model NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from assistant.llm.speed import Speed  # noqa: E402
+
+FIELDS = {"prompt_tps": "prompt_tokens_per_second", "gen_tps": "generation_tokens_per_second",
+          "ttft_ms": "time_to_first_token_ms"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    parser.add_argument("--data-dir", type=Path, default=Path("~/.local/share/assistant").expanduser())
+    parser.add_argument("--prompt-tokens", type=int, default=256)
+    parser.add_argument("--gen-tokens", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=2, help="measurements per child (median)")
+    parser.add_argument("--portable-lib", type=Path, help="lib directory of a separate portable build")
+    parser.add_argument("--json", type=Path, help="also write the medians here")
+    args = parser.parse_args()
+
+    from assistant.llm.catalog import PACKAGED_MODELS
+    from assistant.llm.cpu_variants import parse_cpu_flags, read_cpuinfo
+    from assistant.llm.speed import measure
+
+    model_path = PACKAGED_MODELS[args.model].path(args.data_dir)
+    if not model_path.is_file():
+        raise SystemExit(f"{args.model} is not installed: assistant models install {args.model}")
+    arms: dict[str, tuple[str, Path | None]] = {"portable": ("haswell", None), "shipped": ("auto", None)}
+    if args.portable_lib:
+        arms["portable-build"] = ("static", args.portable_lib)
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    results: dict[tuple[str, int], list[Speed]] = {}
+    names = list(arms)
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.rounds * len(thread_counts) * len(names), desc="engine arms", file=sys.stderr)
+    except ImportError:  # pragma: no cover
+        bar = None
+    for round_no in range(args.rounds):
+        order = names if round_no % 2 == 0 else names[::-1]
+        for threads in thread_counts:
+            for arm in order:
+                variant, lib_path = arms[arm]
+                speed = measure(variant, model_path, threads=threads, prompt_tokens=args.prompt_tokens,
+                                gen_tokens=args.gen_tokens, reps=args.reps, lib_path=lib_path)
+                results.setdefault((arm, threads), []).append(speed)
+                if bar:
+                    bar.update()
+    if bar:
+        bar.close()
+
+    flags = parse_cpu_flags(read_cpuinfo())
+    avx512 = "avx512f" in flags
+    print(f"\nmodel {args.model}, prompt {args.prompt_tokens} tokens, {args.gen_tokens} generated, "
+          f"{args.rounds} rounds x {args.reps} reps; CPU has AVX-512: {avx512}")
+    print(f"{'arm':<15}{'variant':<11}{'threads':>7}{'prompt tok/s':>14}{'gen tok/s':>11}{'TTFT ms':>9}")
+    medians: dict[str, dict] = {}
+    for (arm, threads), runs in results.items():
+        m: dict = {k: statistics.median(getattr(r, field) for r in runs) for k, field in FIELDS.items()}
+        m["variant"] = runs[-1].variant
+        medians[f"{arm}@{threads}"] = m
+        print(f"{arm:<15}{m['variant']:<11}{threads:>7}{m['prompt_tps']:>14.1f}{m['gen_tps']:>11.1f}{m['ttft_ms']:>9.0f}")
+    target = 1.6 if avx512 else 0.95
+    ok = True
+    for threads in thread_counts:
+        base, shipped = medians[f"portable@{threads}"], medians[f"shipped@{threads}"]
+        gen = shipped["gen_tps"] / base["gen_tps"]
+        prompt = shipped["prompt_tps"] / base["prompt_tps"]
+        ttft = base["ttft_ms"] / shipped["ttft_ms"]
+        ok &= gen >= target
+        print(f"{threads} thread(s): shipped/portable generation {gen:.2f}x, prompt {prompt:.2f}x, "
+              f"TTFT {ttft:.2f}x faster (target generation >= {target}x: {'met' if gen >= target else 'NOT met'})")
+        if f"portable-build@{threads}" in medians:
+            other = medians[f"portable-build@{threads}"]
+            print(f"  haswell variant / separate portable build, generation: {base['gen_tps'] / other['gen_tps']:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(medians, indent=1))
+    print("target met" if ok else "target NOT met")
+
+
+if __name__ == "__main__":
+    main()
