@@ -28,6 +28,7 @@ import argparse
 import json
 import statistics
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +38,46 @@ from assistant.llm.speed import Speed  # noqa: E402
 
 FIELDS = {"prompt_tps": "prompt_tokens_per_second", "gen_tps": "generation_tokens_per_second",
           "ttft_ms": "time_to_first_token_ms"}
+
+
+def served(model_path: Path, rounds: int) -> dict:
+    """The same comparison as a user sees it: two `assistant serve` processes on the default settings
+    (memory on, threads from the machine), one forced to the portable variant, one on `auto`; the same
+    chat streamed from each in turn. Time to first token (the served prompt is long: system prompt,
+    memories, history) and message events per second after it."""
+    import tempfile
+
+    import httpx
+
+    from benchmarks.chat_overhead import api_stream_run, create_key, free_port, server, write_config
+
+    results: dict[str, list[tuple[float, float]]] = {"portable": [], "shipped": []}
+    with tempfile.TemporaryDirectory() as tmp, httpx.Client() as client:
+        bases, keys = {}, {}
+        with ExitStack() as stack:
+            for arm, variant in (("portable", "haswell"), ("shipped", "auto")):
+                data = Path(tmp) / arm
+                data.mkdir()
+                config = write_config(data, "llama-cpp", model_path, 0)
+                config.write_text(config.read_text().replace("threads = 0\n", ""))  # the machine's default
+                keys[arm] = create_key(config)
+                port = free_port()
+                cmd = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]
+                bases[arm] = stack.enter_context(server(cmd, port, {"ASSISTANT_INFERENCE__CPU_VARIANT": variant}))
+            for arm in bases:  # warm-up
+                api_stream_run(client, bases[arm], keys[arm], 8)
+            for round_no in range(rounds):
+                for arm in (("portable", "shipped") if round_no % 2 == 0 else ("shipped", "portable")):
+                    n, total, after = api_stream_run(client, bases[arm], keys[arm], 128)
+                    results[arm].append(((total - after) * 1000, (n - 1) / after if after else 0.0))
+    out = {}
+    for arm, runs in results.items():
+        out[arm] = {"ttft_ms": statistics.median(r[0] for r in runs), "events_per_s": statistics.median(r[1] for r in runs)}
+    p, s = out["portable"], out["shipped"]
+    print(f"served /v1/chat/stream ({rounds} chats each): TTFT portable {p['ttft_ms']:.0f} ms, shipped "
+          f"{s['ttft_ms']:.0f} ms ({p['ttft_ms'] / s['ttft_ms']:.2f}x faster); message events/s after the first "
+          f"{p['events_per_s']:.1f} vs {s['events_per_s']:.1f} ({s['events_per_s'] / p['events_per_s']:.2f}x)")
+    return out
 
 
 def main() -> None:
@@ -50,6 +91,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2, help="measurements per child (median)")
     parser.add_argument("--portable-lib", type=Path, help="lib directory of a separate portable build")
     parser.add_argument("--json", type=Path, help="also write the medians here")
+    parser.add_argument("--served-rounds", type=int, default=3,
+                        help="chats through `assistant serve` per arm (0: skip the served comparison)")
     args = parser.parse_args()
 
     from assistant.llm.catalog import PACKAGED_MODELS
@@ -108,6 +151,8 @@ def main() -> None:
         if f"portable-build@{threads}" in medians:
             other = medians[f"portable-build@{threads}"]
             print(f"  haswell variant / separate portable build, generation: {base['gen_tps'] / other['gen_tps']:.2f}x")
+    if args.served_rounds:
+        medians["served"] = served(model_path, args.served_rounds)
     if args.json:
         args.json.write_text(json.dumps(medians, indent=1))
     print("target met" if ok else "target NOT met")

@@ -352,7 +352,7 @@ def ensure_cpu_backend(*, requested: str = "auto", model: Path | None = None, th
         info = choose(built=built, flags=flags, arch=arch, requested=requested, model=model, threads=threads,
                       probe=probe or subprocess_probe, cached=cached, allow_amx=allow_amx)
         info = _load(directory, built, info)
-        if info.source in ("self-test",) or (info.source == "setting" and info.self_test_tokens_per_second):
+        if info.source == "self-test":  # auto's verdict only: a forced variant must not become auto's choice
             write_cache(cache_file, {"key": key, "variant": info.variant, "rejected": info.rejected,
                                      "tokens_per_second": info.self_test_tokens_per_second,
                                      "tested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

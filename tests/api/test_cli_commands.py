@@ -128,3 +128,33 @@ def test_serve_creates_an_admin_key_when_none_exists(tmp_path: Path, monkeypatch
         assert KeyStore(db).authenticate(key).role == "admin"
     finally:
         db.close()
+
+
+def test_engine_cpu_says_which_variant_runs(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from assistant.llm import cpu_backend
+
+    seen = {}
+
+    def fake(**kwargs):  # noqa: ANN003, ANN202
+        seen.update(kwargs)
+        return cpu_backend.BackendInfo("haswell", "self-test", features=["AVX2"], path="/lib/libggml-cpu-haswell.so",
+                                       rejected=[{"variant": "zen4", "reason": "killed by SIGSEGV"}])
+
+    monkeypatch.setattr(cpu_backend, "ensure_cpu_backend", fake)
+    result = run("engine", "cpu", "--data-dir", str(tmp_path), "--retest")
+    assert result.exit_code == 0, result.output
+    assert "llama.cpp CPU backend: haswell (score 64, from self-test; rejected: zen4 (killed by SIGSEGV))" in result.output
+    assert seen["retest"] is True and seen["model"] is None  # no model installed in tmp_path: nothing to test with
+    assert run("engine", "cpu", "--data-dir", str(tmp_path), "--path").output.strip() == "/lib/libggml-cpu-haswell.so"
+
+
+def test_engine_cpu_reports_a_variant_that_cannot_run(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from assistant.llm import cpu_backend
+
+    def refuse(**kwargs):  # noqa: ANN003, ANN202
+        raise cpu_backend.CpuBackendError("llama.cpp CPU variant 'zen4' needs CPU flags avx512f; this CPU lacks avx512f")
+
+    monkeypatch.setattr(cpu_backend, "ensure_cpu_backend", refuse)
+    result = run("engine", "cpu", "--data-dir", str(tmp_path))
+    assert result.exit_code == 1
+    assert "'zen4' needs CPU flags avx512f" in result.output

@@ -118,3 +118,11 @@ def test_an_unknown_variant_is_a_config_error(tmp_path: Path) -> None:
     result = run("serve", "--config", str(config))
     assert result.returncode == 2, result.stderr
     assert "inference.cpu_variant" in result.stderr and "must be 'auto' or a llama.cpp CPU variant" in result.stderr
+
+
+def test_the_command_line_names_the_variant_and_its_library(default_model_path: Path) -> None:
+    result = run("engine", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "llama.cpp CPU backend: " in result.stdout and "runs on this CPU, best first: " in result.stdout
+    path = Path(run("engine", "cpu", "--path").stdout.strip())
+    assert path.is_file() and path.name.removeprefix("libggml-cpu-").removesuffix(".so") in eligible()

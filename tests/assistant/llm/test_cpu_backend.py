@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -184,3 +185,64 @@ def test_default_cache_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert cpu_backend.default_cache_path() == tmp_path / "assistant" / "llama-cpu-variant.json"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert cpu_backend.default_cache_path() == Path(os.path.expanduser("~/.cache/assistant/llama-cpu-variant.json"))
+
+
+@pytest.fixture
+def fake_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A lib directory with three variants, a Zen 4 /proc/cpuinfo, and ggml's calls recorded."""
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    for name in ("haswell", "zen4", "x64"):
+        (libs / f"libggml-cpu-{name}.so").write_bytes(name.encode())
+    loaded: list[str] = []
+    registered = {"count": 0}
+    monkeypatch.setattr(cpu_backend, "lib_dir", lambda: libs)
+    monkeypatch.setattr(cpu_backend, "registered_backends", lambda directory: registered["count"])
+    monkeypatch.setattr(cpu_backend, "load_library", lambda directory, path: loaded.append(path.name) or True)
+    monkeypatch.setattr(cpu_backend, "system_features", lambda: ["AVX2"])
+    monkeypatch.setattr(cpu_backend, "read_cpuinfo",
+                        lambda: "model name : AMD EPYC\nflags : " + " ".join(sorted(ZEN4)) + "\n")
+    monkeypatch.setattr(cpu_backend, "machine_arch", lambda: "x86")
+    monkeypatch.setattr(cpu_backend, "_current", None)
+    return loaded, registered
+
+
+def test_ensure_loads_once_and_caches_autos_verdict(fake_build, tmp_path: Path) -> None:
+    loaded, _ = fake_build
+    cache = tmp_path / "v.json"
+    probe = FakeProbe({"zen4": "killed by SIGSEGV"})
+    info = cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=cache, probe=probe)
+    assert (info.variant, info.source, loaded) == ("haswell", "self-test", ["libggml-cpu-haswell.so"])
+    assert cpu_backend.current() is info and info.features == ["AVX2"]
+    assert cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=cache, probe=probe) is info  # once per process
+    assert loaded == ["libggml-cpu-haswell.so"]
+    record = read_cache(cache, json.loads(cache.read_text())["key"])
+    assert record["variant"] == "haswell" and record["rejected"][0]["variant"] == "zen4"
+    cpu_backend.reset_for_tests()  # the next start of the server: the verdict is read, nothing is tested
+    probe.calls.clear()
+    again = cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=cache, probe=probe)
+    assert (again.variant, again.source, probe.calls) == ("haswell", "cache", [])
+
+
+def test_a_forced_variant_does_not_become_autos_choice(fake_build, tmp_path: Path) -> None:
+    cache = tmp_path / "v.json"
+    forced = cpu_backend.ensure_cpu_backend(requested="x64", model=MODEL, cache_path=cache, probe=FakeProbe())
+    assert (forced.variant, forced.source) == ("x64", "setting")
+    assert not cache.exists()
+    cpu_backend.reset_for_tests()
+    auto = cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=cache, probe=FakeProbe())
+    assert (auto.variant, auto.source) == ("zen4", "self-test")
+
+
+def test_a_build_without_dispatch_is_reported_static(fake_build, tmp_path: Path) -> None:
+    loaded, registered = fake_build
+    registered["count"] = 1  # the CPU backend registered itself (LLAMA_CPU=portable)
+    info = cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=tmp_path / "v.json", probe=FakeProbe())
+    assert (info.variant, info.source, loaded) == (None, "preloaded", [])
+
+
+def test_a_library_ggml_refuses_is_a_clear_error(fake_build, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(cpu_backend, "load_library", lambda directory, path: False)
+    with pytest.raises(CpuBackendError, match=r"'zen4' could not be loaded from .*libggml-cpu-zen4.so \(it needs CPU flags"):
+        cpu_backend.ensure_cpu_backend(model=MODEL, cache_path=tmp_path / "v.json", probe=FakeProbe())
+    assert cpu_backend.current() is None
