@@ -123,6 +123,11 @@ def serve(
         services.close()
         fail(f"the voice pipeline cannot start: {exc.message}")
     server = settings.server
+    engine = services.engine_status()
+    if engine.get("cpu_variant"):  # which llama.cpp CPU code runs, and how it was chosen
+        rejected = "".join(f"; {r['variant']} rejected: {r['reason']}" for r in engine["rejected_variants"])
+        typer.echo(f"llama.cpp CPU variant {engine['cpu_variant']} (from {engine['cpu_variant_source']}{rejected}), "
+                   f"{engine['threads']} threads")
     typer.echo(f"Model {health.model} ready. Serving on http://{server.host}:{server.port} "
                f"(docs at /swagger-ui/); data in {settings.data_dir}")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again: with the default action
