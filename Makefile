@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CONVERTER := $(VENV)/share/llama.cpp-convert
 # llama-cpp-python builds from source with llama.cpp's runtime CPU dispatch (scripts/llama_wheel.sh:
 # one CPU library per instruction-set level, AMX excluded; assistant/llm/cpu_backend.py picks and
-# self-tests one at start-up). A cold build took 313 s on 2 cores (the portable one: 345 s); the wheel is
+# self-tests one at start-up). A cold build took 313 s on 2 cores here (5.2 min); the wheel is
 # cached in ~/.cache/assistant/wheels afterwards. LLAMA_CPU=portable builds the old single AVX2 library.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 LLAMA_CPU ?= variants
