@@ -66,12 +66,15 @@ def server(cmd: list[str], port: int, env: dict[str, str] | None = None):
         proc.wait(timeout=30)
 
 
-def write_config(data_dir: Path, backend: str, model_path: Path | None, threads: int, memory: bool = True) -> Path:
+def write_config(data_dir: Path, backend: str, model_path: Path | None, threads: int | None,
+                 memory: bool = True) -> Path:
+    """``threads`` None leaves the engine's default (the machine's physical cores)."""
     lines = [
         "[server]", f'data_dir = "{data_dir}"', 'log_level = "warning"',
         "[security]", "rate_limit_enabled = false",
         "[memory]", f"enabled = {'true' if memory else 'false'}",
-        "[inference]", f'backend = "{backend}"', f"threads = {threads}", "temperature = 0.0",
+        "[inference]", f'backend = "{backend}"', "temperature = 0.0",
+        *([f"threads = {threads}"] if threads is not None else []),
     ]
     if model_path is not None:
         lines.append(f'model_path = "{model_path}"')

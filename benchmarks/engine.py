@@ -58,8 +58,7 @@ def served(model_path: Path, rounds: int) -> dict:
             for arm, variant in (("portable", "haswell"), ("shipped", "auto")):
                 data = Path(tmp) / arm
                 data.mkdir()
-                config = write_config(data, "llama-cpp", model_path, 0)
-                config.write_text(config.read_text().replace("threads = 0\n", ""))  # the machine's default
+                config = write_config(data, "llama-cpp", model_path, None)  # threads: the machine's default
                 keys[arm] = create_key(config)
                 port = free_port()
                 cmd = [sys.executable, "-m", "api.cli", "serve", "--config", str(config), "--port", str(port)]

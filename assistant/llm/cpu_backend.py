@@ -25,6 +25,7 @@ lock. :func:`current` reports it for ``/v1/system/status``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import logging
@@ -119,6 +120,7 @@ def _loaded_ggml() -> Path | None:
     return None
 
 
+@functools.cache
 def _ggml(directory: Path) -> ctypes.CDLL:
     """libggml as libllama loaded it. A wheel holds libggml.so, .so.0 and .so.0.x as three copies of
     one file (no symlinks), and a second copy would be a second, empty backend registry: so the
