@@ -11,7 +11,7 @@ from fastapi import FastAPI
 import assistant
 from api import errors
 from api.mcp_http import McpHttp
-from api.middleware import Authenticate, JsonDepth, MethodCheck, RateLimit, RequestContext
+from api.middleware import Authenticate, JsonDepth, MethodCheck, RateLimit, RequestContext, documented_methods
 from api.routes import (
     agent_profiles,
     agentic,
@@ -181,7 +181,7 @@ def create_app(services: Services) -> FastAPI:
         docs.install(app)
     # Added last = outermost: RequestContext wraps RateLimit wraps Authenticate wraps JsonDepth wraps MethodCheck
     # wraps the routes.
-    app.add_middleware(MethodCheck, document=app.openapi)
+    app.add_middleware(MethodCheck, routes=lambda: documented_methods(app))
     app.add_middleware(JsonDepth)
     app.add_middleware(Authenticate, services=services)
     app.add_middleware(RateLimit, services=services)

@@ -96,7 +96,7 @@ def main() -> None:
 
     from assistant.llm.catalog import PACKAGED_MODELS
     from assistant.llm.cpu_variants import parse_cpu_flags, read_cpuinfo
-    from assistant.llm.speed import measure
+    from assistant.llm.speed import bytes_per_token, measure, read_bandwidth
 
     model_path = PACKAGED_MODELS[args.model].path(args.data_dir)
     if not model_path.is_file():
@@ -138,6 +138,7 @@ def main() -> None:
         medians[f"{arm}@{threads}"] = m
         print(f"{arm:<15}{m['variant']:<11}{threads:>7}{m['prompt_tps']:>14.1f}{m['gen_tps']:>11.1f}{m['ttft_ms']:>9.0f}")
     target = 1.6 if avx512 else 0.95
+    per_token = bytes_per_token(model_path)
     ok = True
     for threads in thread_counts:
         base, shipped = medians[f"portable@{threads}"], medians[f"shipped@{threads}"]
@@ -147,6 +148,11 @@ def main() -> None:
         ok &= gen >= target
         print(f"{threads} thread(s): shipped/portable generation {gen:.2f}x, prompt {prompt:.2f}x, "
               f"TTFT {ttft:.2f}x faster (target generation >= {target}x: {'met' if gen >= target else 'NOT met'})")
+        # how far generation is from the memory wall: each token reads every weight once
+        ceiling = read_bandwidth(threads) / per_token
+        print(f"  memory-bandwidth ceiling {ceiling:.0f} tok/s ({per_token / 2**20:.0f} MiB of weights per token): "
+              f"portable at {base['gen_tps'] / ceiling:.0%} of it, shipped at {shipped['gen_tps'] / ceiling:.0%}")
+        medians[f"ceiling@{threads}"] = {"gen_tps": ceiling}
         if f"portable-build@{threads}" in medians:
             other = medians[f"portable-build@{threads}"]
             print(f"  haswell variant / separate portable build, generation: {base['gen_tps'] / other['gen_tps']:.2f}x")

@@ -75,6 +75,37 @@ def _measure(variant: str, model: Path, threads: int, prompt_tokens: int, gen_to
             "generation_tokens_per_second": gen, "time_to_first_token_ms": ttft}
 
 
+def bytes_per_token(model: Path) -> int:
+    """Bytes of weights one generated token reads: every tensor of the GGUF but the token-embedding
+    table, of which a step reads one row (a model whose output head is tied to that table has no
+    ``output.weight``; then the head reads the table whole, so it counts)."""
+    from gguf import GGUFReader  # the llama.cpp project's reader, already a dependency (pyproject)
+
+    sizes = {t.name: int(t.n_bytes) for t in GGUFReader(model).tensors}
+    total = sum(sizes.values())
+    return total - sizes.get("token_embd.weight", 0) if "output.weight" in sizes else total
+
+
+def read_bandwidth(threads: int, *, mib: int = 512, reps: int = 5) -> float:
+    """Bytes per second that ``threads`` threads read from memory: each sums its own slice of a
+    buffer far larger than the caches (numpy releases the GIL in the sum); best of ``reps``.
+    Generation of a small model is bound by it: each token reads all the weights once, so
+    ``read_bandwidth / bytes_per_token`` is a ceiling no instruction set can raise."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    data = np.ones(mib * 2**20 // 8, dtype=np.float64)
+    parts = np.array_split(data, threads)
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(reps):
+            started = time.perf_counter()
+            list(pool.map(np.sum, parts))
+            best = max(best, data.nbytes / (time.perf_counter() - started))
+    return best
+
+
 def measure(variant: str, model: Path, *, threads: int = 1, prompt_tokens: int = 256, gen_tokens: int = 64,
             reps: int = 2, lib_path: Path | None = None, timeout: float = 900) -> Speed:
     """Measure in a child process; ``variant`` is a variant name, ``auto`` (what the engine would

@@ -126,3 +126,16 @@ def test_the_command_line_names_the_variant_and_its_library(default_model_path: 
     assert "llama.cpp CPU backend: " in result.stdout and "runs on this CPU, best first: " in result.stdout
     path = Path(run("engine", "cpu", "--path").stdout.strip())
     assert path.is_file() and path.name.removeprefix("libggml-cpu-").removesuffix(".so") in eligible()
+
+
+def test_the_default_model_reads_its_weights_but_the_embedding_table_per_token(default_model_path: Path) -> None:
+    # Qwen2.5 0.5B has a separate Q8_0 output head: a token reads it and the blocks, one embedding row
+    from gguf import GGUFReader
+
+    from assistant.llm.speed import bytes_per_token
+
+    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(default_model_path).tensors}
+    assert "output.weight" in tensors
+    per_token = bytes_per_token(default_model_path)
+    assert per_token == sum(tensors.values()) - tensors["token_embd.weight"]
+    assert 300 * 2**20 < per_token < default_model_path.stat().st_size
