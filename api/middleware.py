@@ -273,8 +273,8 @@ class RateLimit:
 
 
 
-def documented_methods(app: Any) -> list[tuple[str, frozenset[str]]]:
-    """(path template, methods) of every route in ``app``'s OpenAPI document, read from its routes:
+def documented_methods(app: Any) -> dict[str, frozenset[str]]:
+    """Path template -> methods, for every route in ``app``'s OpenAPI document, read from its routes:
     the table ``app.openapi()["paths"]`` gives (tests/api/test_api_http_shapes.py compares them),
     without building the whole document, 0.6 to 0.8 s for each new app."""
     from fastapi.routing import APIRoute
@@ -285,27 +285,24 @@ def documented_methods(app: Any) -> list[tuple[str, frozenset[str]]]:
         routes: Any = iter_route_contexts(app.routes)
     except ImportError:  # pragma: no cover - older FastAPI flattens them into app.routes
         routes = app.routes
-    table = []
+    table: dict[str, frozenset[str]] = {}
     for route in routes:
         if isinstance(getattr(route, "original_route", route), APIRoute) and route.include_in_schema:
-            table.append((route.path_format, frozenset(route.methods or ())))
+            table[route.path_format] = table.get(route.path_format, frozenset()) | frozenset(route.methods or ())
     return table
 
 
 class PathMethods:
-    """Which methods each documented path supports, from ``(template, methods)`` pairs
+    """Which methods each documented path supports, from a template -> methods table
     (:func:`documented_methods`); compiled on the first request."""
 
-    def __init__(self, routes: Callable[[], list[tuple[str, frozenset[str]]]]):
+    def __init__(self, routes: Callable[[], dict[str, frozenset[str]]]):
         self.routes = routes
         self.paths: list[tuple[re.Pattern[str], int, frozenset[str]]] | None = None
 
     def _compile(self) -> list[tuple[re.Pattern[str], int, frozenset[str]]]:
         compiled = []
-        methods_of: dict[str, frozenset[str]] = {}
-        for template, methods in self.routes():
-            methods_of[template] = methods_of.get(template, frozenset()) | methods
-        for template, methods in methods_of.items():
+        for template, methods in self.routes().items():
             parts = template.split("/")
             regex = "/".join("[^/]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts)
             literal = sum(1 for p in parts if p and not p.startswith("{"))
@@ -332,7 +329,7 @@ class MethodCheck:
     """405 ``METHOD_NOT_ALLOWED`` with ``Allow`` listing every method the path supports, decided
     from the documented routes before routing (undocumented paths are left to the router)."""
 
-    def __init__(self, app: ASGIApp, routes: Callable[[], list[tuple[str, frozenset[str]]]]):
+    def __init__(self, app: ASGIApp, routes: Callable[[], dict[str, frozenset[str]]]):
         self.app = app
         self.methods = PathMethods(routes)
 

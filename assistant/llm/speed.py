@@ -89,8 +89,8 @@ def bytes_per_token(model: Path) -> int:
 def read_bandwidth(threads: int, *, mib: int = 512, reps: int = 5) -> float:
     """Bytes per second that ``threads`` threads read from memory: each sums its own slice of a
     buffer far larger than the caches (numpy releases the GIL in the sum); best of ``reps``.
-    Generation of a small model is bound by it: each token reads all the weights once, so
-    ``read_bandwidth / bytes_per_token`` is a ceiling no instruction set can raise."""
+    Each generated token reads all the weights once, so ``read_bandwidth / bytes_per_token`` bounds
+    generation from above, whatever the instruction set."""
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
