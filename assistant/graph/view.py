@@ -41,11 +41,12 @@ class Snapshot:
     """One user's graph at one version."""
 
     def __init__(self, store: GraphStore, user_id: str, plain: dict[tuple[str, bytes], str]):
-        nodes = store.node_rows(user_id)
-        edges = store.edge_rows(user_id)
-        counts = {r["edge_id"]: r["n"] for r in store.db.query(
-            "SELECT s.edge_id, count(*) AS n FROM kg_edge_sources s JOIN kg_edges e ON e.id = s.edge_id "
-            "WHERE e.user_id = ? GROUP BY s.edge_id", (str(user_id),))}
+        with store.db.consistent():  # an edge written between the two reads would name an unread node
+            nodes = store.node_rows(user_id)
+            edges = store.edge_rows(user_id)
+            counts = {r["edge_id"]: r["n"] for r in store.db.query(
+                "SELECT s.edge_id, count(*) AS n FROM kg_edge_sources s JOIN kg_edges e ON e.id = s.edge_id "
+                "WHERE e.user_id = ? GROUP BY s.edge_id", (str(user_id),))}
 
         def opened(table: str, column: str, row: dict) -> str:
             key = (row["id"], row[column])

@@ -9,6 +9,8 @@ calling thread: in WAL mode readers never wait for the writer nor for each other
 listing memories do not queue behind one lock (and neither does the event loop, which looks up API
 keys). Each read runs to its end, so the next one starts a fresh snapshot and sees every committed
 write. Inside a transaction, and for statements that write (``... RETURNING``), the writer answers.
+Several reads that must agree with each other (nodes and the edges between them) run inside
+:meth:`Database.consistent`: one read transaction, so a write committed between them is not half seen.
 """
 
 from __future__ import annotations
@@ -156,6 +158,33 @@ class Database:
                 raise full from None  # SQLite already rolled the transaction back itself
             finally:
                 self._local.depth -= 1
+
+    @contextmanager
+    def consistent(self) -> Iterator[Database]:
+        """Reads inside see one state of the database: a write another thread commits meanwhile is seen
+        by none of them (a read transaction on this thread's reader; where the writer answers reads, its
+        lock is held, which keeps writers out). Nested uses join the outer one."""
+        if getattr(self._local, "consistent", 0):
+            self._local.consistent += 1
+            try:
+                yield self
+            finally:
+                self._local.consistent -= 1
+            return
+        reader = self._reader()
+        self._local.consistent = 1
+        try:
+            if reader is None:
+                with self._lock:
+                    yield self
+                return
+            reader.execute("BEGIN DEFERRED")
+            try:
+                yield self
+            finally:
+                reader.execute("COMMIT")  # a read-only transaction: nothing to keep or undo
+        finally:
+            self._local.consistent = 0
 
     def executescript(self, sql: str) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ that no entity name reaches the database file in plaintext.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -419,3 +420,27 @@ def test_stability_is_capped_and_dates_never_resolve_by_embedding(make_graph, ex
     nodes = ids_by_name(graph)
     assert set(nodes) == {"27 June 2023", "3 July 2023"}  # any cosine >= 0.0 would have merged them
     assert nodes["27 June 2023"]["stability"] == 2.0 and nodes["27 June 2023"]["recalls"] == 2
+
+
+def test_the_view_is_built_from_one_state_while_extraction_writes(make_graph, monkeypatch) -> None:
+    """CI once saw an edge whose node was written between the view's node and edge reads (KeyError)."""
+    graph = make_graph()
+    graph.memory.add(ALICE, "Anna met Tom in Paris")
+    graph.wait_idle()
+    store = graph.views.store
+    read_nodes = store.node_rows
+
+    def nodes_then_a_write(user_id: str, ids=None) -> list[dict]:  # noqa: ANN001
+        rows = read_nodes(user_id, ids)
+        if ids is None:
+            monkeypatch.setattr(store, "node_rows", read_nodes)
+            writer = threading.Thread(target=graph.memory.add, args=(ALICE, "I live in Berlin"))
+            writer.start()  # another thread writes new nodes and an edge, committed now
+            writer.join()
+            assert graph.wait_idle()
+        return rows
+
+    monkeypatch.setattr(store, "node_rows", nodes_then_a_write)
+    graph.views.changed(ALICE)
+    assert set(ids_by_name(graph)) == {"Anna", "Tom", "Paris"}  # the state before the write, whole
+    assert {"Berlin", "Anna"} <= set(ids_by_name(graph))  # the write changed the graph: rebuilt

@@ -210,3 +210,42 @@ def test_a_writing_statement_through_query_goes_to_the_writer(tmp_path) -> None:
     finally:
         db.close()
     assert db._readers is not None and len(db._readers) == 0  # closed with the database
+
+
+def test_reads_inside_consistent_see_one_state(tmp_path) -> None:  # noqa: ANN001
+    database = Database(tmp_path / "c.db")
+    try:
+        database.execute("CREATE TABLE t (x INTEGER)")
+        database.execute("INSERT INTO t VALUES (1)")
+
+        def write() -> None:
+            database.execute("INSERT INTO t VALUES (2)")
+
+        with database.consistent():
+            first = database.scalar("SELECT count(*) FROM t")
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join()  # committed by another thread between the two reads
+            with database.consistent():  # nested: joins the outer state
+                inner = database.scalar("SELECT count(*) FROM t")
+            second = database.scalar("SELECT count(*) FROM t")
+        assert (first, inner, second) == (1, 1, 1)
+        assert database.scalar("SELECT count(*) FROM t") == 2  # after the block: the write is seen
+    finally:
+        database.close()
+
+
+def test_consistent_inside_a_transaction_and_in_memory(tmp_path) -> None:  # noqa: ANN001
+    for database in (Database(":memory:"), Database(tmp_path / "t.db")):
+        try:
+            database.execute("CREATE TABLE t (x INTEGER)")
+            with database.transaction():
+                database.execute("INSERT INTO t VALUES (1)")
+                with database.consistent():  # the writer answers: its own uncommitted write is seen
+                    assert database.scalar("SELECT count(*) FROM t") == 1
+            with database.consistent():
+                assert database.scalar("SELECT count(*) FROM t") == 1
+            database.execute("INSERT INTO t VALUES (2)")  # the read transaction ended with the block
+            assert database.scalar("SELECT count(*) FROM t") == 2
+        finally:
+            database.close()
