@@ -37,9 +37,10 @@ class GraphQueries:
         """The user's graph as JSON bytes (see :meth:`Snapshot.render`); ``query.center`` must be one of
         the user's nodes (NotFoundError otherwise)."""
         query = query or GraphQuery(self.visualization.min_retention_threshold, self.visualization.max_nodes)
-        if query.center is not None and query.center not in self.views.snapshot(user_id).index:
+        snap = self.views.snapshot(user_id)  # one snapshot for the check and the answer
+        if query.center is not None and query.center not in snap.index:
             raise NotFoundError(f"node {query.center} not found")
-        return self.views.render(user_id, query, now)
+        return snap.render(query, self.views.clock() if now is None else now)
 
     def graph(self, user_id: str, query: GraphQuery | None = None, now: float | None = None) -> dict[str, Any]:
         """:meth:`graph_json` as a dict (notebooks, dashboards)."""
