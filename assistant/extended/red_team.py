@@ -167,7 +167,10 @@ class RedTeam:
         with self._lock:
             active = self._active
             if active is not None and active.id == str(run_id) and active.user_id == str(user_id):
-                return RedTeamReport.of(active.as_dict())
+                shown = RedTeamReport.of(active.as_dict())
+                # "running" until _finish has stored it: a caller that sees it finished reads its report next
+                shown.status, shown.finished_at = "running", None
+                return shown
         report = self.store.get(str(user_id), str(run_id))
         if report is None:
             raise NotFoundError(f"red-team run {run_id} not found")

@@ -378,3 +378,28 @@ def test_m025_creates_the_runs_table(tmp_path) -> None:  # noqa: ANN001
             "defense_score", "engine", "model", "error", "body_sealed", "started_ts", "finished_ts"]
     finally:
         db.close()
+
+
+def test_a_run_shows_running_until_its_report_is_stored(team_services: Services) -> None:
+    """CI once polled a run that said completed, then read the report before it was stored (404)."""
+    wire(team_services, SetDetector())
+    team = team_services.red_team
+    saving, release = threading.Event(), threading.Event()
+    save = team.store.save
+
+    def slow_save(report) -> None:  # noqa: ANN001
+        if report.status != "running":
+            saving.set()
+            release.wait(10)
+        save(report)
+
+    team.store.save = slow_save
+    started = team.start(USER, 3, seed=1, chat=False)
+    assert saving.wait(10)  # every attack is judged; the report is not stored yet
+    seen = team.get(USER, started.id)
+    assert (seen.status, seen.done, seen.finished_at) == ("running", 3, None)
+    with pytest.raises(NotFoundError):
+        team.latest(USER)
+    release.set()
+    team.wait(10)
+    assert team.get(USER, started.id).status == "completed" and team.latest(USER).id == started.id
