@@ -223,20 +223,25 @@ class TrainingService:
         flag.set()
         return run
 
-    def get_run(self, user_id: UUID | str, run_id: UUID | str) -> Run:
+    def _live(self, user_id: str) -> Run | None:
+        """A copy of the worker's run of ``user_id`` while it runs. Once the worker has given it its final
+        state, the stored row answers until :meth:`finish` has stored that state too: a caller that sees
+        a run over can then start the next one and finds the runs list agreeing."""
         with self._lock:
             live = self._running.get(str(user_id))
-            if live is not None and live.id == str(run_id):
-                return live.copy()
+            return live.copy() if live is not None and live.running and live.finished_at is None else None
+
+    def get_run(self, user_id: UUID | str, run_id: UUID | str) -> Run:
+        live = self._live(str(user_id))
+        if live is not None and live.id == str(run_id):
+            return live
         found = self.runs.get(str(user_id), str(run_id))
         if found is None:
             raise NotFoundError(f"training run {run_id} not found")
         return found
 
     def current(self, user_id: str) -> Run | None:
-        with self._lock:
-            live = self._running.get(str(user_id))
-            return live.copy() if live is not None else None
+        return self._live(str(user_id))
 
     def active_adapter(self, user_id: UUID | str) -> AdapterRecord | None:
         return self.runs.active_adapter(str(user_id))

@@ -315,3 +315,30 @@ def test_the_regression_set_is_packaged() -> None:
     assert len(samples) == 20
     calls = [s for s in samples if s.answer.startswith('{"name"')]
     assert len(calls) == 8 and all(s.messages[0]["role"] == "system" for s in samples)
+
+
+def test_a_run_reads_as_under_way_until_its_final_state_is_stored(make: Callable[..., Services]) -> None:
+    """The red team's CI race, here: a caller that sees a run over must find the next start free."""
+    services = make()
+    training = services.training
+    assert training is not None
+    storing, release = threading.Event(), threading.Event()
+    save = training.runs.save
+
+    def slow_save(run: Run) -> None:
+        if not run.running:
+            storing.set()
+            release.wait(10)
+        save(run)
+
+    training.runs.save = slow_save  # type: ignore[method-assign]
+    rate_many(services, ALICE, 6)
+    run = training.start(ALICE)
+    assert storing.wait(10)  # the worker has decided; the final state is not stored yet
+    seen = training.get_run(ALICE, run.id)
+    assert seen.state is RunState.EVALUATING and seen.finished_at is None
+    assert training.status(ALICE)["state"] == "evaluating" and training.current(ALICE) is None
+    release.set()
+    done = finished(services, ALICE, run.id)
+    assert done.state is RunState.ACTIVE and done.finished_at is not None
+    assert training.status(ALICE)["state"] == "active"
