@@ -224,12 +224,17 @@ class TrainingService:
         return run
 
     def _live(self, user_id: str) -> Run | None:
-        """A copy of the worker's run of ``user_id`` while it runs. Once the worker has given it its final
-        state, the stored row answers until :meth:`finish` has stored that state too: a caller that sees
-        a run over can then start the next one and finds the runs list agreeing."""
+        """A copy of the worker's run of ``user_id`` until :meth:`finish` has stored it and let it go. Once
+        the worker has given the run its final state, the stored row stands in for it (still the last
+        state stored, until finish() stores the final one): a caller that sees a run over can start the
+        next one, and finds the runs list agreeing."""
         with self._lock:
             live = self._running.get(str(user_id))
-            return live.copy() if live is not None and live.running and live.finished_at is None else None
+            if live is None:
+                return None
+            if live.running and live.finished_at is None:
+                return live.copy()
+        return self.runs.get(str(user_id), live.id) or live.copy()
 
     def get_run(self, user_id: UUID | str, run_id: UUID | str) -> Run:
         live = self._live(str(user_id))

@@ -337,8 +337,9 @@ def test_a_run_reads_as_under_way_until_its_final_state_is_stored(make: Callable
     assert storing.wait(10)  # the worker has decided; the final state is not stored yet
     seen = training.get_run(ALICE, run.id)
     assert seen.state is RunState.EVALUATING and seen.finished_at is None
-    assert training.status(ALICE)["state"] == "evaluating" and training.current(ALICE) is None
+    assert training.status(ALICE)["state"] == "evaluating"
+    assert training.current(ALICE).state is RunState.EVALUATING  # type: ignore[union-attr]  # still under way
     release.set()
     done = finished(services, ALICE, run.id)
     assert done.state is RunState.ACTIVE and done.finished_at is not None
-    assert training.status(ALICE)["state"] == "active"
+    assert training.status(ALICE)["state"] == "active" and training.current(ALICE) is None
