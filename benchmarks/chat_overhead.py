@@ -8,7 +8,7 @@
 2. Streaming: tokens/s of /v1/chat/stream (the served embedded model, parsed SSE) divided by the
    tokens/s of llama.cpp called directly with the same model file, thread count and CPU variant, both
    from the first token on. The served prompt is longer (the system prompt, the offered tools'
-   schemas, memories: about 1,000 tokens), and each generated token attends over all of it, so the
+   schemas, memories: about 900 tokens here), and each generated token attends over all of it, so the
    baseline is llama.cpp on a prompt padded to the served prompt's length (read from the ``done``
    event); the ratio against the bare prompt (~40 tokens) is printed too. Runs alternate so machine
    noise hits both. Target: ratio >= 0.95 (against the same-length baseline).

@@ -196,9 +196,6 @@ class GraphViews:
                     del plain[key]
         return built
 
-    def render(self, user_id: str, query: GraphQuery, now: float | None = None) -> bytes:
-        return self.snapshot(user_id).render(query, self.clock() if now is None else now)
-
     # --- entity resolution and search ---------------------------------------------------------------
 
     def embeddings(self, user_id: str) -> tuple[list[str], np.ndarray | None]:
